@@ -1,0 +1,441 @@
+# frugalmqtt codec core: errors, packet types, Variable Byte Integers, UTF-8
+# strings, the decode cursor, the fixed header and the stream framer.
+# No sockets here. Encoders write into caller-owned buffers; decoders read
+# from a buffer and report offsets and lengths, never copies.
+# Hot-path functions allocate nothing under MicroPython (tests prove it).
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # CPython
+
+# Control packet types (first byte >> 4)
+CONNECT = const(1)
+CONNACK = const(2)
+PUBLISH = const(3)
+PUBACK = const(4)
+PUBREC = const(5)
+PUBREL = const(6)
+PUBCOMP = const(7)
+SUBSCRIBE = const(8)
+SUBACK = const(9)
+UNSUBSCRIBE = const(10)
+UNSUBACK = const(11)
+PINGREQ = const(12)
+PINGRESP = const(13)
+DISCONNECT = const(14)
+AUTH = const(15)
+
+# Reason codes the codec and session raise or send (MQTT 5.0 2.4)
+MALFORMED = const(0x81)
+PROTOCOL_ERROR = const(0x82)
+RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
+TOPIC_ALIAS_INVALID = const(0x94)
+PACKET_TOO_LARGE = const(0x95)
+PAYLOAD_FORMAT_INVALID = const(0x99)
+
+VBI_MAX = const(268435455)
+
+
+class MQTTError(Exception):
+    """A packet that breaks the protocol. `reason` is the MQTT 5 reason code
+    to send in DISCONNECT (or the ack); on 3.1.1 the connection is closed."""
+
+    def __init__(self, reason, msg=""):
+        super().__init__(reason, msg)
+        self.reason = reason
+
+
+def malformed(msg):
+    return MQTTError(MALFORMED, msg)
+
+
+def protocol_error(msg):
+    return MQTTError(PROTOCOL_ERROR, msg)
+
+
+# ---- Variable Byte Integer [MQTT-1.5.5-1] ----------------------------------
+
+def vbi_size(n):
+    if n < 128:
+        return 1
+    if n < 16384:
+        return 2
+    if n < 2097152:
+        return 3
+    if n <= VBI_MAX:
+        return 4
+    raise ValueError("VBI too large")
+
+
+def put_vbi(buf, o, n):
+    """Write n as a minimal Variable Byte Integer at o; return the new offset."""
+    if n < 0 or n > VBI_MAX:
+        raise ValueError("VBI out of range")
+    while n > 127:
+        buf[o] = (n & 0x7F) | 0x80
+        n >>= 7
+        o += 1
+    buf[o] = n
+    return o + 1
+
+
+def put_u16(buf, o, n):
+    buf[o] = (n >> 8) & 0xFF
+    buf[o + 1] = n & 0xFF
+    return o + 2
+
+
+def put_u32(buf, o, n):
+    buf[o] = (n >> 24) & 0xFF
+    buf[o + 1] = (n >> 16) & 0xFF
+    buf[o + 2] = (n >> 8) & 0xFF
+    buf[o + 3] = n & 0xFF
+    return o + 4
+
+
+# ---- UTF-8 [MQTT-1.5.4-1..3] -----------------------------------------------
+
+def check_utf8(buf, i, end):
+    """Raise Malformed unless buf[i:end] is well-formed UTF-8 without U+0000.
+    U+FEFF (EF BB BF) is valid and kept [MQTT-1.5.4-3]."""
+    while i < end:
+        c = buf[i]
+        if c < 0x80:
+            if c == 0:
+                raise malformed("U+0000 in string")  # [MQTT-1.5.4-2]
+            i += 1
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if c < 0xC2:
+            raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
+        elif c < 0xE0:
+            n = 1
+        elif c < 0xF0:
+            n = 2
+            if c == 0xE0:
+                lo = 0xA0  # overlong
+            elif c == 0xED:
+                hi = 0x9F  # U+D800..U+DFFF surrogates [MQTT-1.5.4-1]
+        elif c < 0xF5:
+            n = 3
+            if c == 0xF0:
+                lo = 0x90  # overlong
+            elif c == 0xF4:
+                hi = 0x8F  # above U+10FFFF
+        else:
+            raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
+        if i + n >= end:
+            raise malformed("truncated UTF-8")  # [MQTT-1.5.4-1]
+        c = buf[i + 1]
+        if c < lo or c > hi:
+            raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
+        k = 2
+        while k <= n:
+            c = buf[i + k]
+            if c < 0x80 or c > 0xBF:
+                raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
+            k += 1
+        i += n + 1
+
+
+def str_len(s):
+    """Encoded byte length of a str/bytes/bytearray/memoryview value, after
+    checking it is a valid MQTT UTF-8 string (bad user input -> ValueError)."""
+    if type(s) is str:
+        n = 0
+        for ch in s:
+            c = ord(ch)
+            if c == 0:
+                raise ValueError("U+0000 in string")  # [MQTT-1.5.4-2]
+            if c < 0x80:
+                n += 1
+            elif c < 0x800:
+                n += 2
+            elif c < 0x10000:
+                if 0xD800 <= c <= 0xDFFF:
+                    raise ValueError("surrogate in string")  # [MQTT-1.5.4-1]
+                n += 3
+            else:
+                n += 4
+    else:
+        n = len(s)
+        try:
+            check_utf8(s, 0, n)
+        except MQTTError as e:
+            raise ValueError(e.args[1])
+    if n > 65535:
+        raise ValueError("string longer than 65535 bytes")  # [MQTT-4.7.3-3]
+    return n
+
+
+def put_raw(buf, o, s, n):
+    """Copy n encoded bytes of s (str or buffer) to buf[o:]; return the new offset."""
+    if type(s) is not str:
+        buf[o:o + n] = s
+        return o + n
+    for ch in s:  # UTF-8 encode by hand: str.encode() would allocate
+        c = ord(ch)
+        if c < 0x80:
+            buf[o] = c
+            o += 1
+        elif c < 0x800:
+            buf[o] = 0xC0 | (c >> 6)
+            buf[o + 1] = 0x80 | (c & 0x3F)
+            o += 2
+        elif c < 0x10000:
+            buf[o] = 0xE0 | (c >> 12)
+            buf[o + 1] = 0x80 | ((c >> 6) & 0x3F)
+            buf[o + 2] = 0x80 | (c & 0x3F)
+            o += 3
+        else:
+            buf[o] = 0xF0 | (c >> 18)
+            buf[o + 1] = 0x80 | ((c >> 12) & 0x3F)
+            buf[o + 2] = 0x80 | ((c >> 6) & 0x3F)
+            buf[o + 3] = 0x80 | (c & 0x3F)
+            o += 4
+    return o
+
+
+def put_str(buf, o, s, n):
+    """Write a length-prefixed string or binary field of n encoded bytes."""
+    return put_raw(buf, put_u16(buf, o, n), s, n)
+
+
+def has_wildcard(s):
+    """True if a topic name (str or bytes) contains '+' or '#'."""
+    if type(s) is str:
+        return "+" in s or "#" in s
+    return 0x2B in s or 0x23 in s
+
+
+def topic_len(s, allow_empty=False):
+    """Validate a topic name for sending and return its encoded length."""
+    n = str_len(s)
+    if n == 0 and not allow_empty:
+        raise ValueError("empty topic name")  # [MQTT-4.7.3-1]
+    if has_wildcard(s):
+        raise ValueError("wildcard in topic name")  # [MQTT-3.3.2-2] [MQTT-4.7.0-1]
+    return n
+
+
+def check_filter(s):
+    """Validate a topic filter [MQTT-4.7.1-1] [MQTT-4.7.1-2]; return its encoded length."""
+    n = str_len(s)
+    if n == 0:
+        raise ValueError("empty topic filter")  # [MQTT-4.7.3-1]
+    if type(s) is not str:
+        s = bytes(s).decode()
+    if s.startswith("$share/"):
+        name = s[7:].split("/", 1)
+        if not name[0] or "+" in name[0] or "#" in name[0] or len(name) < 2 or not name[1]:
+            raise ValueError("bad shared subscription")  # [MQTT-4.8.2-1] [MQTT-4.8.2-2]
+    prev = "/"
+    i = 0
+    for ch in s:
+        if ch == "#":
+            if prev != "/" or i != len(s) - 1:
+                raise ValueError("'#' must be last and a whole level")  # [MQTT-4.7.1-1]
+        elif ch == "+":
+            if prev != "/" or (i + 1 < len(s) and s[i + 1] != "/"):
+                raise ValueError("'+' must be a whole level")  # [MQTT-4.7.1-2]
+        prev = ch
+        i += 1
+    return n
+
+
+# ---- Decode cursor ---------------------------------------------------------
+
+class Cur:
+    """A read position over buf[pos:end]. Every read checks the bound and
+    raises Malformed when the packet is shorter than its fields."""
+
+    def __init__(self):
+        self.buf = None
+        self.pos = 0
+        self.end = 0
+        self.n = 0  # length of the last string/binary read
+
+    def set(self, buf, pos, end):
+        self.buf = buf
+        self.pos = pos
+        self.end = end
+
+    def need(self, n):
+        if self.pos + n > self.end:
+            raise malformed("packet too short")
+
+    def u8(self):
+        self.need(1)
+        self.pos += 1
+        return self.buf[self.pos - 1]
+
+    def u16(self):
+        self.need(2)
+        b = self.buf
+        p = self.pos
+        self.pos = p + 2
+        return (b[p] << 8) | b[p + 1]
+
+    def u32(self):
+        self.need(4)
+        b = self.buf
+        p = self.pos
+        self.pos = p + 4
+        return (b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]
+
+    def vbi(self):
+        """Variable Byte Integer: at most 4 bytes [U-1.5.5-a], minimal [MQTT-1.5.5-1]."""
+        v = 0
+        shift = 0
+        while True:
+            c = self.u8()
+            v |= (c & 0x7F) << shift
+            if not c & 0x80:
+                if c == 0 and shift:
+                    raise malformed("non-minimal VBI")  # [MQTT-1.5.5-1]
+                return v
+            shift += 7
+            if shift == 28:
+                raise malformed("VBI longer than 4 bytes")  # [U-1.5.5-a]
+
+    def binary(self):
+        """Skip a length-prefixed field; return its data offset, length in self.n."""
+        n = self.u16()
+        self.need(n)
+        self.n = n
+        self.pos += n
+        return self.pos - n
+
+    def string(self):
+        """Like binary(), and check UTF-8 [MQTT-1.5.4-1] [MQTT-1.5.4-2]."""
+        o = self.binary()
+        check_utf8(self.buf, o, o + self.n)
+        return o
+
+
+# ---- Fixed header [MQTT-2.1.3-1] -------------------------------------------
+
+def check_first(first, v):
+    """Validate the first byte of a packet received on protocol level v
+    (4 = 3.1.1, 5 = 5.0); return the packet type."""
+    t = first >> 4
+    f = first & 0x0F
+    if t == PUBLISH:
+        if f & 0x06 == 0x06:
+            raise malformed("QoS 3")  # [MQTT-3.3.1-4]
+        if f & 0x08 and not f & 0x06:
+            raise malformed("DUP on QoS 0")  # [MQTT-3.3.1-2]
+        return t
+    if t == 0 or (t == AUTH and v < 5):
+        raise malformed("reserved packet type")
+    if t == PUBREL or t == SUBSCRIBE or t == UNSUBSCRIBE:
+        if f != 2:
+            raise malformed("reserved flags must be 0010")  # [MQTT-3.6.1-1] [MQTT-2.1.3-1]
+    elif f:
+        raise malformed("reserved flags must be 0000")  # [MQTT-2.1.3-1]
+    return t
+
+
+_HEAD = const(0)  # framer states: waiting for the type byte
+_LEN = const(1)  # reading the remaining length
+_BODY = const(2)  # reading the body
+_DONE = const(3)  # a whole packet is in the buffer
+
+
+class Framer:
+    """Assembles packets from a byte stream into one fixed buffer.
+
+    The fixed header is read first; a packet whose total size exceeds the
+    maximum packet size raises PACKET_TOO_LARGE (0x95) before any of its
+    body is read, so no buffer is ever sized by the peer. When `done`,
+    `first` holds the packet's first byte and buf[0:rl] its body; the next
+    read starts a new packet."""
+
+    def __init__(self, max_packet):
+        self.max = max_packet
+        self.buf = bytearray(max_packet)
+        self.mv = memoryview(self.buf)
+        self.one = bytearray(1)
+        self.reset()
+
+    def reset(self):
+        self.state = _HEAD
+        self.first = 0
+        self.nlen = 0  # remaining-length bytes read so far
+        self.rl = 0
+        self.got = 0  # body bytes received
+
+    @property
+    def done(self):
+        return self.state == _DONE
+
+    def _header_byte(self, c):
+        if self.state == _HEAD:
+            self.first = c
+            self.state = _LEN
+            return
+        if self.nlen and c == 0:
+            raise malformed("non-minimal remaining length")  # [MQTT-1.5.5-1]
+        self.rl |= (c & 0x7F) << (7 * self.nlen)
+        self.nlen += 1
+        if c & 0x80:
+            if self.nlen == 4:
+                raise malformed("remaining length longer than 4 bytes")  # [U-1.5.5-a]
+            return
+        if 1 + self.nlen + self.rl > self.max:
+            # Refused before reading the body (MQTT 5: DISCONNECT 0x95)
+            raise MQTTError(PACKET_TOO_LARGE, "packet larger than maximum packet size")
+        self.state = _BODY if self.rl else _DONE
+
+    def feed(self, data, off, end):
+        """Consume bytes from data[off:end]; return the new offset. Check
+        `done` afterwards. (Copies with slices: for hosts and tests.)"""
+        if self.state == _DONE:
+            self.reset()
+        while off < end and self.state != _DONE:
+            if self.state != _BODY:
+                self._header_byte(data[off])
+                off += 1
+                continue
+            n = self.rl - self.got
+            if n > end - off:
+                n = end - off
+            self.buf[self.got:self.got + n] = data[off:off + n]
+            self.got += n
+            off += n
+            if self.got == self.rl:
+                self.state = _DONE
+        return off
+
+    def read_from(self, stream):
+        """Read from a stream with readinto(). Returns True when a packet is
+        complete, False when a non-blocking stream has no data now; raises
+        EOFError when the peer closed. Allocates nothing unless a body is
+        split across reads: header bytes go through a 1-byte buffer and a
+        whole body lands with readinto(buf, n)."""
+        if self.state == _DONE:
+            self.reset()
+        while True:
+            if self.state != _BODY:
+                n = stream.readinto(self.one)
+                if n is None:
+                    return False
+                if not n:
+                    raise EOFError
+                self._header_byte(self.one[0])
+                if self.state == _DONE:
+                    return True
+                continue
+            if self.got:
+                n = stream.readinto(self.mv[self.got:self.rl])  # split body: one view
+            else:
+                n = stream.readinto(self.buf, self.rl)
+            if n is None:
+                return False
+            if not n:
+                raise EOFError
+            self.got += n
+            if self.got == self.rl:
+                self.state = _DONE
+                return True

@@ -1,0 +1,351 @@
+# MQTT 5 properties (MQTT 5.0 2.2.2). One table by property id gives the
+# value type and the packets the property may appear in; it drives encoding,
+# decoding and validation. Properties to send are a sequence of
+# (id, value) pairs, written in that order (user property order is kept).
+# Received properties are validated in one pass that records where each
+# value starts in the receive buffer (no copies).
+from array import array
+
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # CPython
+
+from .codec import (MQTTError, malformed, protocol_error, TOPIC_ALIAS_INVALID,
+                    str_len, put_str, put_u16, put_u32, put_vbi, vbi_size,
+                    check_utf8, has_wildcard)
+
+# Property ids (MQTT 5.0 Table 2-4)
+PAYLOAD_FORMAT = const(0x01)
+MESSAGE_EXPIRY = const(0x02)
+CONTENT_TYPE = const(0x03)
+RESPONSE_TOPIC = const(0x08)
+CORRELATION_DATA = const(0x09)
+SUBSCRIPTION_ID = const(0x0B)
+SESSION_EXPIRY = const(0x11)
+ASSIGNED_CLIENT_ID = const(0x12)
+SERVER_KEEP_ALIVE = const(0x13)
+AUTH_METHOD = const(0x15)
+AUTH_DATA = const(0x16)
+REQUEST_PROBLEM_INFO = const(0x17)
+WILL_DELAY = const(0x18)
+REQUEST_RESPONSE_INFO = const(0x19)
+RESPONSE_INFO = const(0x1A)
+SERVER_REFERENCE = const(0x1C)
+REASON_STRING = const(0x1F)
+RECEIVE_MAXIMUM = const(0x21)
+TOPIC_ALIAS_MAXIMUM = const(0x22)
+TOPIC_ALIAS = const(0x23)
+MAXIMUM_QOS = const(0x24)
+RETAIN_AVAILABLE = const(0x25)
+USER_PROPERTY = const(0x26)
+MAXIMUM_PACKET_SIZE = const(0x27)
+WILDCARD_SUB_AVAILABLE = const(0x28)
+SUB_ID_AVAILABLE = const(0x29)
+SHARED_SUB_AVAILABLE = const(0x2A)
+
+_NIDS = const(0x2B)
+
+# Value types; the *_NZ types must not be 0 and _BOOL only 0 or 1.
+_BYTE = const(1)
+_BOOL = const(2)
+_U16 = const(3)
+_U16_NZ = const(4)
+_U32 = const(5)
+_U32_NZ = const(6)
+_VBI_NZ = const(7)
+_STR = const(8)
+_BIN = const(9)
+_PAIR = const(10)
+
+# Packet masks: bit n = packet type n; bit 0 stands for the Will Properties.
+WILL = const(0)
+_C = const(1 << 1)  # CONNECT
+_CA = const(1 << 2)  # CONNACK
+_P = const(1 << 3)  # PUBLISH
+_W = const(1 << 0)  # Will properties
+_ACKS = const(0xF0)  # PUBACK, PUBREC, PUBREL, PUBCOMP
+_S = const(1 << 8)  # SUBSCRIBE
+_SA = const(1 << 9)  # SUBACK
+_U = const(1 << 10)  # UNSUBSCRIBE
+_UA = const(1 << 11)  # UNSUBACK
+_D = const(1 << 14)  # DISCONNECT
+_A = const(1 << 15)  # AUTH
+
+# id -> type (0: no such property)
+_TYPE = bytes((
+    0, _BOOL, _U32, _STR, 0, 0, 0, 0, _STR, _BIN, 0, _VBI_NZ, 0, 0, 0, 0,  # 00-0F
+    0, _U32, _STR, _U16, 0, _STR, _BIN, _BOOL, _U32, _BOOL, _STR, 0, _STR, 0, 0, _STR,  # 10-1F
+    0, _U16_NZ, _U16, _U16, _BOOL, _BOOL, _PAIR, _U32_NZ, _BOOL, _BOOL, _BOOL,  # 20-2A
+))
+# id -> packets it may appear in
+_WHERE = (
+    0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
+    0, _C | _CA | _D, _CA, _CA, 0, _C | _CA | _A, _C | _CA | _A, _C, _W, _C, _CA, 0,
+    _CA | _D, 0, 0, _CA | _ACKS | _SA | _UA | _D | _A,
+    0, _C | _CA, _C | _CA, _P, _CA, _CA, 0xFFFF, _C | _CA, _CA, _CA, _CA,
+)
+
+
+def _check(pid, where):
+    if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
+        raise ValueError("unknown property id")
+    if not _WHERE[pid] & (1 << where):
+        raise ValueError("property not allowed in this packet")  # [U-2.2.2-a]
+
+
+def _multi(pid):
+    return pid == USER_PROPERTY or pid == SUBSCRIPTION_ID
+
+
+def size(props, where):
+    """Encoded length of a property sequence, not counting its length prefix.
+    Validates ids, value types, duplicates and values (user errors: ValueError)."""
+    if not props:
+        return 0
+    n = 0
+    i = 0
+    for p in props:
+        pid = p[0]
+        v = p[1]
+        _check(pid, where)
+        if not _multi(pid):
+            j = 0
+            while j < i:
+                if props[j][0] == pid:
+                    raise ValueError("property given twice")  # [U-3.3.2-c]
+                j += 1
+        t = _TYPE[pid]
+        if t <= _BOOL:
+            if not 0 <= v <= (1 if t == _BOOL else 255):
+                raise ValueError("byte property out of range")
+            n += 2
+        elif t <= _U16_NZ:
+            if not (1 if t == _U16_NZ else 0) <= v <= 0xFFFF:
+                raise ValueError("two-byte property out of range")
+            n += 3
+        elif t <= _U32_NZ:
+            if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
+                raise ValueError("four-byte property out of range")
+            n += 5
+        elif t == _VBI_NZ:
+            if v < 1:
+                raise ValueError("subscription identifier must be 1..268435455")  # [U-3.3.2-d]
+            n += 1 + vbi_size(v)
+        elif t == _STR:
+            if pid == RESPONSE_TOPIC and has_wildcard(v):
+                raise ValueError("wildcard in response topic")  # [MQTT-3.3.2-14]
+            n += 3 + str_len(v)
+        elif t == _BIN:
+            if type(v) is str:
+                raise TypeError("binary property needs bytes")
+            n += 3 + len(v)
+        else:
+            n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
+        i += 1
+    return n
+
+
+def put(buf, o, props):
+    """Write the properties (checked by size()) without their length prefix."""
+    if not props:
+        return o
+    for p in props:
+        pid = p[0]
+        v = p[1]
+        buf[o] = pid
+        o += 1
+        t = _TYPE[pid]
+        if t <= _BOOL:
+            buf[o] = v
+            o += 1
+        elif t <= _U16_NZ:
+            o = put_u16(buf, o, v)
+        elif t <= _U32_NZ:
+            o = put_u32(buf, o, v)
+        elif t == _VBI_NZ:
+            o = put_vbi(buf, o, v)
+        elif t == _PAIR:
+            o = put_str(buf, o, v[0], str_len(v[0]))
+            o = put_str(buf, o, v[1], str_len(v[1]))
+        else:
+            o = put_str(buf, o, v, str_len(v) if t == _STR else len(v))
+    return o
+
+
+class Props:
+    """Where each property of the last parsed block starts in the buffer.
+    at[id] is the offset of the first value with that id, or -1.
+    Repeated ids (user property, subscription identifier) are counted."""
+
+    def __init__(self):
+        self.buf = None
+        self.off = 0  # the property block is buf[off:end]
+        self.end = 0
+        self.at = array("i", [-1] * _NIDS)
+        self.ids = bytearray(_NIDS)  # ids set in the last parse, to reset
+        self.nids = 0
+        self.n_user = 0
+        self.n_subid = 0
+
+    def clear(self):
+        i = 0
+        while i < self.nids:
+            self.at[self.ids[i]] = -1
+            i += 1
+        self.nids = 0
+        self.n_user = 0
+        self.n_subid = 0
+        self.off = self.end = 0
+
+    def has(self, pid):
+        return self.at[pid] >= 0
+
+    def get_int(self, pid, default=None):
+        """Value of an integer property, or default when absent."""
+        o = self.at[pid]
+        if o < 0:
+            return default
+        b = self.buf
+        t = _TYPE[pid]
+        if t <= _BOOL:
+            return b[o]
+        if t <= _U16_NZ:
+            return (b[o] << 8) | b[o + 1]
+        if t <= _U32_NZ:
+            return (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
+        return _vbi_at(b, o)
+
+    def get_bytes(self, pid):
+        """A string/binary property as bytes (allocates), or None."""
+        o = self.at[pid]
+        if o < 0:
+            return None
+        n = (self.buf[o] << 8) | self.buf[o + 1]
+        return bytes(self.buf[o + 2:o + 2 + n])
+
+    def get_str(self, pid):
+        b = self.get_bytes(pid)
+        return None if b is None else b.decode()
+
+    def items(self):
+        """Every property as a list of (id, value) pairs in wire order, with
+        strings as str, binary as bytes and user properties as (str, str).
+        Allocates: for applications and tests, not the hot path."""
+        out = []
+        b = self.buf
+        o = self.off
+        while o < self.end:
+            pid = b[o]
+            o += 1
+            t = _TYPE[pid]
+            if t <= _BOOL:
+                v = b[o]
+                o += 1
+            elif t <= _U16_NZ:
+                v = (b[o] << 8) | b[o + 1]
+                o += 2
+            elif t <= _U32_NZ:
+                v = (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
+                o += 4
+            elif t == _VBI_NZ:
+                v = _vbi_at(b, o)
+                while b[o] & 0x80:
+                    o += 1
+                o += 1
+            else:
+                n = (b[o] << 8) | b[o + 1]
+                v = bytes(b[o + 2:o + 2 + n])
+                o += 2 + n
+                if t == _PAIR:
+                    n = (b[o] << 8) | b[o + 1]
+                    v = (v.decode(), bytes(b[o + 2:o + 2 + n]).decode())
+                    o += 2 + n
+                elif t == _STR:
+                    v = v.decode()
+            out.append((pid, v))
+        return out
+
+    def user_properties(self):
+        return [v for k, v in self.items() if k == USER_PROPERTY]
+
+
+def _vbi_at(b, o):
+    v = 0
+    shift = 0
+    while True:
+        c = b[o]
+        v |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return v
+        shift += 7
+        o += 1
+
+
+def parse(props, cur, where):
+    """Read a Property Length and the properties at the cursor into `props`,
+    checking each id is known and allowed here [U-2.2.2-a], single-valued ids
+    appear once [U-3.3.2-c], strings are valid UTF-8 [MQTT-1.5.4-1]
+    [MQTT-1.5.7-1] and values are in range. Leaves the cursor after them."""
+    props.clear()
+    props.buf = cur.buf
+    n = cur.vbi()
+    cur.need(n)
+    props.off = cur.pos
+    end = cur.pos + n
+    props.end = end
+    at = props.at
+    saved_end = cur.end
+    cur.end = end  # no property may run past the block
+    while cur.pos < end:
+        pid = cur.u8()
+        if pid >= _NIDS or not _TYPE[pid]:
+            raise malformed("unknown property id")  # [U-2.2.2-a]
+        if not _WHERE[pid] & (1 << where):
+            raise malformed("property not allowed in this packet")  # [U-2.2.2-a]
+        o = cur.pos
+        if at[pid] < 0:
+            at[pid] = o
+            props.ids[props.nids] = pid
+            props.nids += 1
+        elif pid == USER_PROPERTY:
+            pass
+        elif pid != SUBSCRIPTION_ID or where != 3:
+            raise protocol_error("property repeated")  # [U-3.3.2-c]
+        t = _TYPE[pid]
+        if t <= _BOOL:
+            if cur.u8() > 1 and t == _BOOL:
+                raise protocol_error("property must be 0 or 1")
+        elif t <= _U16_NZ:
+            if cur.u16() == 0 and t == _U16_NZ:
+                raise protocol_error("property must not be 0")
+            if pid == TOPIC_ALIAS and cur.buf[o] == 0 and cur.buf[o + 1] == 0:
+                raise MQTTError(TOPIC_ALIAS_INVALID, "topic alias 0")  # [MQTT-3.3.2-8]
+        elif t <= _U32_NZ:
+            if cur.u32() == 0 and t == _U32_NZ:
+                raise protocol_error("property must not be 0")
+        elif t == _VBI_NZ:
+            if cur.vbi() == 0:
+                raise protocol_error("subscription identifier 0")  # [U-3.3.2-d]
+            props.n_subid += 1
+        elif t == _STR:
+            s = cur.string()
+            if pid == RESPONSE_TOPIC and _wild_at(cur.buf, s, cur.n):
+                raise protocol_error("wildcard in response topic")  # [MQTT-3.3.2-14]
+        elif t == _BIN:
+            cur.binary()
+        else:
+            cur.string()  # [MQTT-1.5.7-1]
+            cur.string()
+            props.n_user += 1
+    cur.end = saved_end
+
+
+def _wild_at(b, o, n):
+    end = o + n
+    while o < end:
+        c = b[o]
+        if c == 0x2B or c == 0x23:
+            return True
+        o += 1
+    return False

@@ -1,0 +1,225 @@
+# PUBLISH and its acknowledgements (PUBACK, PUBREC, PUBREL, PUBCOMP), both
+# directions, MQTT 3.1.1 (v=4) and 5.0 (v=5). This is the hot path: encoding
+# and decoding allocate nothing under MicroPython (given bytes-like topic and
+# payload and a pre-built property sequence).
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # CPython
+
+from .codec import (Cur, MQTTError, malformed, protocol_error, put_vbi, put_u16,
+                    put_raw, put_str, vbi_size, topic_len, PUBLISH, PUBACK, PUBREL,
+                    PUBCOMP)
+from . import props as _props
+
+_TOPIC_ALIAS = const(0x23)
+
+# Reason codes allowed in each ack [MQTT-3.4.2-1] [MQTT-3.5.2-1] [MQTT-3.6.2-1] [MQTT-3.7.2-1]
+_PUB_REASONS = b"\x00\x10\x80\x83\x87\x90\x91\x97\x99"
+_REL_REASONS = b"\x00\x92"
+
+
+class Packet:
+    """One decoded packet, reused for every packet received. Fields hold
+    numbers and offsets into `buf`; which ones apply depends on `type`."""
+
+    def __init__(self):
+        self.cur = Cur()
+        self.props = _props.Props()
+        self.buf = None
+        self.type = 0
+        self.first = 0
+        self.pid = 0
+        self.reason = 0
+        self.qos = 0
+        self.dup = 0
+        self.retain = 0
+        self.sp = 0  # CONNACK session present
+        self.topic = 0  # offset and length of the topic name in buf
+        self.topic_len = 0
+        self.data = 0  # offset and length of the payload / SUBACK codes
+        self.data_len = 0
+        self.extra = None  # server direction: decoded CONNECT / filter list
+
+    def topic_bytes(self):
+        """The topic name as bytes (allocates)."""
+        return bytes(self.buf[self.topic:self.topic + self.topic_len])
+
+    def payload_bytes(self):
+        """The payload as bytes (allocates)."""
+        return bytes(self.buf[self.data:self.data + self.data_len])
+
+
+def total(rl):
+    """Whole packet size for a remaining length."""
+    return 1 + vbi_size(rl) + rl
+
+
+def _payload_len(payload):
+    if type(payload) is str:
+        raise TypeError("payload must be bytes-like, not str")
+    return len(payload) if payload is not None else 0
+
+
+def _publish_props_len(v, props, alias):
+    if v < 5:
+        if props or alias:
+            raise ValueError("properties need MQTT 5")
+        return 0
+    n = _props.size(props, PUBLISH)
+    if alias:
+        if not 0 < alias <= 0xFFFF:
+            raise ValueError("topic alias must be 1..65535")  # [MQTT-3.3.2-8]
+        for p in props or ():
+            if p[0] == _TOPIC_ALIAS:
+                raise ValueError("topic alias given twice")  # [U-3.3.2-c]
+        n += 3
+    return n
+
+
+def size_publish(v, topic, payload, qos=0, props=None, alias=0):
+    pn = _publish_props_len(v, props, alias)
+    rl = 2 + topic_len(topic, alias > 0) + _payload_len(payload)
+    if qos:
+        rl += 2
+    if v >= 5:
+        rl += vbi_size(pn) + pn
+    return total(rl)
+
+
+def encode_publish(buf, off, v, topic, payload, qos=0, pid=0, retain=False, dup=False,
+                   props=None, alias=0):
+    """Write a PUBLISH at buf[off:]; return its length. With an alias the
+    topic may be empty (MQTT 5: the alias then stands for the topic)."""
+    if qos < 0 or qos > 2:
+        raise ValueError("QoS must be 0, 1 or 2")  # [MQTT-3.3.1-4]
+    if qos == 0:
+        if pid:
+            raise ValueError("no packet id on QoS 0")  # [MQTT-2.2.1-2]
+        if dup:
+            raise ValueError("DUP must be 0 on QoS 0")  # [MQTT-3.3.1-2]
+    elif not 0 < pid <= 0xFFFF:
+        raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-3]
+    tn = topic_len(topic, alias > 0)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+    plen = _payload_len(payload)
+    pn = _publish_props_len(v, props, alias)
+    rl = 2 + tn + plen
+    if qos:
+        rl += 2
+    if v >= 5:
+        rl += vbi_size(pn) + pn  # [MQTT-2.2.2-1] Property Length always present
+    if off + total(rl) > len(buf):
+        raise ValueError("buffer too small for packet")
+    buf[off] = 0x30 | (8 if dup else 0) | (qos << 1) | (1 if retain else 0)
+    o = put_vbi(buf, off + 1, rl)
+    o = put_str(buf, o, topic, tn)  # [MQTT-3.3.2-1]
+    if qos:
+        o = put_u16(buf, o, pid)
+    if v >= 5:
+        o = put_vbi(buf, o, pn)
+        if alias:
+            buf[o] = _TOPIC_ALIAS
+            o = put_u16(buf, o + 1, alias)
+        o = _props.put(buf, o, props)
+    if plen:
+        o = put_raw(buf, o, payload, plen)
+    return o - off
+
+
+def decode_publish(pkt, first, v):
+    """Decode a PUBLISH body at pkt.cur (fixed header already checked)."""
+    cur = pkt.cur
+    pkt.qos = (first >> 1) & 3
+    pkt.dup = (first >> 3) & 1
+    pkt.retain = first & 1
+    pkt.topic = cur.string()  # [MQTT-3.3.2-1] [MQTT-1.5.4-1..3]
+    pkt.topic_len = cur.n
+    b = cur.buf
+    o = pkt.topic
+    end = o + cur.n
+    while o < end:
+        if b[o] == 0x2B or b[o] == 0x23:
+            raise protocol_error("wildcard in topic name")  # [MQTT-3.3.2-2]
+        o += 1
+    if pkt.qos:
+        pkt.pid = cur.u16()
+        if not pkt.pid:
+            raise protocol_error("packet id 0")  # [MQTT-2.2.1-3]
+    else:
+        pkt.pid = 0  # [MQTT-2.2.1-2] no packet id on QoS 0
+    if v >= 5:
+        _props.parse(pkt.props, cur, PUBLISH)  # [MQTT-2.2.2-1]
+        if not pkt.topic_len and not pkt.props.has(_TOPIC_ALIAS):
+            raise protocol_error("empty topic without alias")  # [U-3.3.2-a]
+    else:
+        pkt.props.clear()
+        if not pkt.topic_len:
+            raise malformed("empty topic name")  # [MQTT-4.7.3-1]
+    pkt.data = cur.pos
+    pkt.data_len = cur.end - cur.pos
+
+
+def _ack_props_len(v, ptype, reason, props):
+    if ptype < PUBACK or ptype > PUBCOMP:
+        raise ValueError("not an ack type")
+    if v < 5:
+        if reason or props:
+            raise ValueError("reason codes and properties need MQTT 5")
+        return 0
+    if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
+        raise ValueError("reason code not allowed in this ack")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
+    return _props.size(props, ptype)
+
+
+def _ack_rl(v, reason, pn):
+    if pn:
+        return 3 + vbi_size(pn) + pn
+    if v >= 5 and reason:
+        return 3
+    return 2  # short form: reason 0x00, no properties [U-3.4.2-a]
+
+
+def size_ack(v, ptype, reason=0, props=None):
+    return total(_ack_rl(v, reason, _ack_props_len(v, ptype, reason, props)))
+
+
+def encode_ack(buf, off, v, ptype, pid, reason=0, props=None):
+    """Write PUBACK/PUBREC/PUBREL/PUBCOMP for packet id pid; return its length."""
+    if not 0 < pid <= 0xFFFF:
+        raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-5]
+    pn = _ack_props_len(v, ptype, reason, props)
+    rl = _ack_rl(v, reason, pn)
+    if off + total(rl) > len(buf):
+        raise ValueError("buffer too small for packet")
+    buf[off] = (ptype << 4) | (2 if ptype == PUBREL else 0)  # [MQTT-3.6.1-1]
+    o = put_vbi(buf, off + 1, rl)
+    o = put_u16(buf, o, pid)
+    if rl > 2:
+        buf[o] = reason
+        o += 1
+        if pn:
+            o = put_vbi(buf, o, pn)
+            o = _props.put(buf, o, props)
+    return o - off
+
+
+def decode_ack(pkt, ptype, v):
+    """Decode an ack body at pkt.cur; accepts the short forms [U-3.4.2-a]."""
+    cur = pkt.cur
+    pkt.pid = cur.u16()
+    if not pkt.pid:
+        raise protocol_error("packet id 0")  # [MQTT-2.2.1-5]
+    pkt.reason = 0
+    pkt.props.clear()
+    if v < 5:
+        if cur.pos != cur.end:
+            raise malformed("3.1.1 ack must be 4 bytes")  # [U-3.4-a]
+        return
+    if cur.pos < cur.end:
+        pkt.reason = cur.u8()
+        if pkt.reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
+            raise malformed("reason code not allowed in this ack")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
+        if cur.pos < cur.end:
+            _props.parse(pkt.props, cur, ptype)
+    if cur.pos != cur.end:
+        raise malformed("bytes after the ack")
