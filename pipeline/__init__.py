@@ -1,0 +1,1 @@
+"""Data pipeline tooling for frugalmqtt (to come)."""
