@@ -146,6 +146,30 @@ def size(props, where):
     return n
 
 
+def offset_of(props, pid):
+    """Offset of pid's value within the encoded items of props (after the
+    length prefix), or -1: lets the session patch a stored message expiry."""
+    o = 0
+    for p in props or ():
+        if p[0] == pid:
+            return o + 1
+        t = _TYPE[p[0]]
+        v = p[1]
+        if t <= _BOOL:
+            o += 2
+        elif t <= _U16_NZ:
+            o += 3
+        elif t <= _U32_NZ:
+            o += 5
+        elif t == _VBI_NZ:
+            o += 1 + vbi_size(v)
+        elif t == _PAIR:
+            o += 5 + str_len(v[0]) + str_len(v[1])
+        else:
+            o += 3 + (str_len(v) if t == _STR else len(v))
+    return -1
+
+
 def put(buf, o, props):
     """Write the properties (checked by size()) without their length prefix."""
     if not props:

@@ -1,0 +1,765 @@
+# The MQTT session, sans-I/O: packet ids, the outbound in-flight table, the
+# inbound QoS 2 table, topic aliases both ways, flow control, message expiry
+# and keep-alive. No sockets: packets leave through `write(buf, off, n)` (one
+# call per whole packet) and arrive through `self.framer` + `receive()`.
+# Time comes from an injected millisecond tick function, compared wrap-safely.
+# Everything is allocated in __init__; publish() and receive() allocate
+# nothing in steady state (given bytes-like topic and payload).
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # CPython
+
+try:
+    from time import ticks_ms, ticks_diff
+except ImportError:  # CPython
+    from time import monotonic as _mono
+
+    def ticks_ms():
+        return int(_mono() * 1000) & 0x3FFFFFFF
+
+    def ticks_diff(a, b):
+        return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+
+from array import array
+from .codec import (MQTTError, Framer, check_utf8, protocol_error, CONNACK, PUBLISH, PUBACK,
+                    PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT,
+                    AUTH, MALFORMED, PROTOCOL_ERROR, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
+                    PAYLOAD_FORMAT_INVALID)
+from .publish import Packet, encode_publish, encode_ack, size_publish
+from . import control as _ctl
+from . import props as _p
+
+# Slot states of the outbound table
+_FREE = const(0)
+_QUEUED = const(1)  # stored, not sent on this connection yet
+_WAIT_ACK = const(2)  # QoS 1 sent, waiting for PUBACK
+_WAIT_REC = const(3)  # QoS 2 sent, waiting for PUBREC
+_WAIT_COMP = const(4)  # PUBREL sent, waiting for PUBCOMP
+
+# publish() result when every slot (or the packet id space) is taken
+WINDOW_FULL = const(-1)
+# on_done() reasons that are not MQTT reason codes
+EXPIRED = const(-2)  # message expiry passed before it could be sent
+SESSION_LOST = const(-3)  # server had no session: QoS 2 release lost with it
+
+_SEQ_WRAP = const(0x1FFFFFFF)  # renumber before leaving 32-bit small ints
+_NO_LIMIT = const(268435460)  # largest possible MQTT packet
+_PID_NOT_FOUND = const(0x92)
+_IMPL_ERROR = const(0x83)
+
+
+class ServerError(Exception):
+    """The server refused the connection (CONNACK reason code >= 0x80) or
+    ended it (DISCONNECT); args[0] is its reason code."""
+
+
+class Message:
+    """A received PUBLISH, reused for every message: read it inside the
+    callback. `topic`/`payload` make memoryviews (one small allocation
+    each); topic_off/topic_len/payload_off/payload_len address `buf`
+    (and `topic_buf` for the topic) without allocating."""
+
+    def __init__(self, props):
+        self.buf = None
+        self.topic_buf = None
+        self.topic_off = 0
+        self.topic_len = 0
+        self.payload_off = 0
+        self.payload_len = 0
+        self.qos = 0
+        self.retain = 0
+        self.dup = 0
+        self.pid = 0
+        self.props = props
+
+    @property
+    def topic(self):
+        return memoryview(self.topic_buf)[self.topic_off:self.topic_off + self.topic_len]
+
+    @property
+    def payload(self):
+        return memoryview(self.buf)[self.payload_off:self.payload_off + self.payload_len]
+
+    def topic_is(self, t):
+        """Compare the topic with bytes t without allocating."""
+        n = self.topic_len
+        if len(t) != n:
+            return False
+        b = self.topic_buf
+        o = self.topic_off
+        i = 0
+        while i < n:
+            if b[o + i] != t[i]:
+                return False
+            i += 1
+        return True
+
+
+class Session:
+    """State of one MQTT session across network connections.
+
+    Sized once: `max_packet` bytes of receive buffer (also the Maximum
+    Packet Size we announce), `tx_size` bytes for packets built on the fly,
+    `slots` outbound QoS 1/2 messages of up to `slot_size` bytes each,
+    `inbound` QoS 2 messages awaiting PUBREL (our Receive Maximum),
+    `aliases_out` topic aliases we may assign, `aliases_in` aliases the
+    server may use (our Topic Alias Maximum) of up to `alias_topic_max` bytes.
+    """
+
+    def __init__(self, client_id, write, version=5, max_packet=1024, tx_size=512, slots=8,
+                 slot_size=256, inbound=8, aliases_out=8, aliases_in=4, alias_topic_max=64,
+                 clock=ticks_ms):
+        if version != 4 and version != 5:
+            raise ValueError("version must be 4 (3.1.1) or 5 (5.0)")
+        if not 0 < slots <= 65535 or not 0 < inbound <= 65535:
+            raise ValueError("slots and inbound must be 1..65535")
+        self.client_id = client_id
+        self.write = write
+        self.version = version
+        self.clock = clock
+        self.framer = Framer(max_packet)
+        self.pkt = Packet()
+        self.msg = Message(self.pkt.props)
+        self.tx = bytearray(tx_size)
+        # Outbound in-flight table: one fixed slot per message
+        self.slots = slots
+        self.slot_size = slot_size
+        self.store = bytearray(slots * slot_size)
+        self.s_state = bytearray(slots)
+        self.s_qos = bytearray(slots)
+        self.s_pid = array("H", bytes(2 * slots))
+        self.s_len = array("H", bytes(2 * slots))
+        self.s_seq = array("i", bytes(4 * slots))  # publish order, for resend order
+        self.s_t0 = array("i", bytes(4 * slots))  # ticks when stored
+        self.s_exp_off = array("H", bytes(2 * slots))  # offset of expiry value in image, 0 none
+        self.s_exp = array("I", bytes(4 * slots))  # expiry interval as published (s)
+        self.seq = 0
+        self.next_pid = 1
+        self.sub_pid = 0  # the one SUBSCRIBE/UNSUBSCRIBE in flight (shares the id space)
+        # Inbound QoS 2: packet ids received, PUBREC sent, awaiting PUBREL
+        self.in_pid = array("H", bytes(2 * inbound))
+        self.inbound = inbound
+        # Topic aliases: outbound holds references to immutable topics;
+        # inbound copies topics into fixed slots.
+        self.a_out = [None] * aliases_out
+        self.a_in_max = aliases_in
+        self.a_in_topic = bytearray(aliases_in * alias_topic_max)
+        self.a_in_len = array("H", bytes(2 * aliases_in))
+        self.alias_topic_max = alias_topic_max
+        # Callbacks
+        self.on_message = None  # f(msg)
+        self.on_done = None  # f(pid, reason): a QoS 1/2 flow ended (reason < 0x80: delivered)
+        self.on_suback = None  # f(pid, codes memoryview-able buf, off, n)
+        self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
+        self.callback_error = None  # last exception raised by on_message
+        self.link = False  # a network connection is open
+        self.connected = False  # ... and the server accepted CONNECT
+        self.session_present = 0
+        self._reset_connection()
+
+    # ---- connection ------------------------------------------------------
+
+    def _reset_connection(self):
+        """Connection-scoped state [U-4.9-a] [MQTT-3.3.2-7]."""
+        self.server_receive_max = 65535
+        self.quota = 0
+        self.server_max_qos = 2
+        self.retain_available = True
+        self.server_max_packet = 268435460
+        self.a_out_max = 0  # server's Topic Alias Maximum (none unless told) [MQTT-3.2.2-18]
+        i = 0
+        while i < len(self.a_out):
+            self.a_out[i] = None
+            i += 1
+        i = 0
+        while i < self.a_in_max:
+            self.a_in_len[i] = 0
+            i += 1
+        self.keepalive_ms = 0
+        self.last_tx = self.last_rx = self.ping_t = self.clock()
+        self.ping_out = False
+        self.clean = True
+
+    def connect(self, keepalive=60, clean=True, props=None, will=None, username=None,
+                password=None, session_expiry=None):
+        """Send CONNECT on a fresh network connection."""
+        self._reset_connection()
+        self.framer.reset()
+        self.link = True
+        self.connected = False
+        self.clean = clean
+        self.keepalive_ms = keepalive * 1000
+        cp = props
+        if self.version >= 5:
+            cp = [(_p.RECEIVE_MAXIMUM, self.inbound),
+                  (_p.MAXIMUM_PACKET_SIZE, self.framer.max)]
+            if self.a_in_max:
+                cp.append((_p.TOPIC_ALIAS_MAXIMUM, self.a_in_max))
+            if session_expiry is not None:
+                cp.append((_p.SESSION_EXPIRY, session_expiry))
+            for p in props or ():
+                cp.append(p)
+        n = _ctl.encode_connect(self.tx, 0, self.version, self.client_id, keepalive, clean, cp,
+                                will, username, password)
+        self._send(self.tx, 0, n)
+
+    def _on_connack(self):
+        pkt = self.pkt
+        if pkt.reason:
+            raise ServerError(pkt.reason)  # [MQTT-4.13.2-1] the caller closes
+        if pkt.sp and self.clean:
+            raise protocol_error("session present after clean start")  # [MQTT-3.2.2-4]
+        if self.version >= 5:
+            pr = pkt.props
+            self.server_receive_max = pr.get_int(_p.RECEIVE_MAXIMUM, 65535)
+            self.server_max_qos = pr.get_int(_p.MAXIMUM_QOS, 2)
+            self.retain_available = pr.get_int(_p.RETAIN_AVAILABLE, 1) == 1
+            self.server_max_packet = pr.get_int(_p.MAXIMUM_PACKET_SIZE, _NO_LIMIT)
+            # No Topic Alias Maximum: no aliases [MQTT-3.2.2-17] [MQTT-3.2.2-18]
+            self.a_out_max = min(pr.get_int(_p.TOPIC_ALIAS_MAXIMUM, 0), len(self.a_out))
+            ka = pr.get_int(_p.SERVER_KEEP_ALIVE)
+            if ka is not None:
+                self.keepalive_ms = ka * 1000
+            if pr.has(_p.ASSIGNED_CLIENT_ID):
+                self.client_id = pr.get_str(_p.ASSIGNED_CLIENT_ID)
+        self.connected = True
+        self.session_present = pkt.sp
+        if not pkt.sp:
+            self._discard_session()  # [MQTT-3.2.2-5]
+        # The send quota starts at the server's Receive Maximum [MQTT-4.9.0-1];
+        # what is still in flight from the last connection counts against it.
+        self.quota = self.server_receive_max - self.in_flight()
+        self._resend()
+        self._pump()
+
+    def _discard_session(self):
+        """The server kept no session [MQTT-3.2.2-5]: our session state goes.
+        Messages it never acknowledged are queued again as new messages (DUP=0,
+        so nothing is lost); a QoS 2 message whose PUBREC had arrived is
+        reported SESSION_LOST. Inbound QoS 2 state is dropped."""
+        i = 0
+        while i < self.inbound:
+            self.in_pid[i] = 0
+            i += 1
+        i = 0
+        while i < self.slots:
+            st = self.s_state[i]
+            if st == _WAIT_COMP:
+                self._free(i, SESSION_LOST)
+            elif st != _FREE:
+                self.s_state[i] = _QUEUED
+                self.store[i * self.slot_size] &= 0xF7
+            i += 1
+        self.sub_pid = 0
+
+    def _resend(self):
+        """On a resumed session resend every unacknowledged PUBREL and PUBLISH
+        with its original packet id, in the original order, PUBLISH with
+        DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times."""
+        seq = -1
+        while self.connected:
+            i = self._next(seq, _WAIT_ACK, _WAIT_COMP)
+            if i < 0:
+                return
+            seq = self.s_seq[i]
+            if self.s_state[i] == _WAIT_COMP:
+                self._send_ack(PUBREL, self.s_pid[i])
+            elif self.s_state[i] == _WAIT_ACK and self._expire(i):
+                self.quota += 1
+            else:  # QoS 2 PUBLISH: expiry no longer applies [MQTT-4.3.3-7]
+                o = i * self.slot_size
+                self.store[o] |= 0x08
+                self._send(self.store, o, self.s_len[i])
+
+    def disconnect(self, reason=0):
+        """Send DISCONNECT; the caller then closes the socket and sends nothing
+        more [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
+        if self.link:
+            n = _ctl.encode_disconnect(self.tx, 0, self.version,
+                                       reason if self.version >= 5 else 0)
+            self._send(self.tx, 0, n)
+        self.lost()
+
+    def lost(self):
+        """The network connection ended: keep the session, forget the connection."""
+        self.link = False
+        self.connected = False
+
+    # ---- sending ---------------------------------------------------------
+
+    def _send(self, buf, off, n):
+        """Write one whole packet. A dead link ends the connection (the caller
+        sees `connected` False); stored messages stay for the next one."""
+        if not self.link:
+            return
+        try:
+            self.write(buf, off, n)
+        except OSError:
+            self.lost()
+            return
+        self.last_tx = self.clock()
+
+    def _send_ack(self, ptype, pid, reason=0):
+        n = encode_ack(self.tx, 0, self.version, ptype, pid, reason if self.version >= 5 else 0)
+        self._send(self.tx, 0, n)
+
+    def _pid_free(self, pid):
+        if pid == self.sub_pid:
+            return False
+        i = 0
+        while i < self.slots:
+            if self.s_state[i] and self.s_pid[i] == pid:
+                return False
+            i += 1
+        return True
+
+    def _new_pid(self):
+        """A non-zero packet id not in use [MQTT-2.2.1-3] [U-2.2.1-b], wrapping at
+        65535. At most slots + 1 ids are in use, so the scan is bounded."""
+        k = 0
+        while k <= self.slots + 1:
+            pid = self.next_pid
+            self.next_pid = 1 if pid == 65535 else pid + 1
+            if self._pid_free(pid):
+                return pid
+            k += 1
+        return 0
+
+    def in_flight(self):
+        """QoS 1/2 messages sent and not yet completely acknowledged."""
+        n = 0
+        i = 0
+        while i < self.slots:
+            if self.s_state[i] >= _WAIT_ACK:
+                n += 1
+            i += 1
+        return n
+
+    def pending(self):
+        """QoS 1/2 messages stored (queued or in flight)."""
+        n = 0
+        i = 0
+        while i < self.slots:
+            if self.s_state[i]:
+                n += 1
+            i += 1
+        return n
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None):
+        """Publish a message. Returns its packet id (QoS 1/2), 0 for QoS 0, or
+        WINDOW_FULL when every slot is taken. A QoS 1/2 message is stored until
+        acknowledged, sent as soon as the server's Receive Maximum allows, and
+        resent after a reconnect; on_done(pid, reason) reports the end of its
+        flow. QoS 0 needs a connection (OSError otherwise)."""
+        if qos < 0 or qos > 2:
+            raise ValueError("QoS must be 0, 1 or 2")
+        if qos > self.server_max_qos:
+            raise ValueError("QoS above the server's Maximum QoS")  # [MQTT-3.2.2-11]
+        if retain and not self.retain_available:
+            raise ValueError("the server has no retained messages")  # [MQTT-3.2.2-14]
+        if props:
+            self._check_props(props, payload)
+        v = self.version
+        size = size_publish(v, topic, payload, qos, props)
+        if size > self.server_max_packet:
+            raise ValueError("message larger than the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+        if qos == 0:
+            if not self.connected:
+                raise OSError("not connected")
+            if size > len(self.tx):
+                raise ValueError("message larger than tx_size")
+            self._send(self.tx, 0, self._encode_now(self.tx, topic, payload, 0, 0, retain, props))
+            return 0
+        if size > self.slot_size:
+            raise ValueError("message larger than slot_size")
+        self._pump()  # older queued messages go first
+        i = 0
+        while i < self.slots and self.s_state[i]:
+            i += 1
+        pid = self._new_pid() if i < self.slots else 0
+        if not pid:
+            return WINDOW_FULL
+        o = i * self.slot_size
+        n = encode_publish(self.store, o, v, topic, payload, qos, pid, retain, False, props)
+        self.s_len[i] = n
+        self.s_pid[i] = pid
+        self.s_qos[i] = qos
+        self.s_state[i] = _QUEUED
+        self.s_t0[i] = self.clock()
+        self.s_exp_off[i] = 0
+        if props and v >= 5:
+            self._note_expiry(i, props)
+        self._number(i)
+        if self.connected and self.quota > 0:
+            if self.a_out_max and size <= len(self.tx):
+                self._send(self.tx, 0, self._encode_now(self.tx, topic, payload, qos, pid, retain,
+                                                        props))
+            else:
+                self._send(self.store, o, n)
+            self._sent(i)
+        return pid
+
+    def _check_props(self, props, payload):
+        for p in props:
+            if p[0] == _p.SUBSCRIPTION_ID:
+                raise ValueError("a client never sends a subscription id")  # [MQTT-3.3.4-6]
+            if p[0] == _p.TOPIC_ALIAS:
+                raise ValueError("topic aliases are assigned by the session")
+            if p[0] == _p.PAYLOAD_FORMAT and p[1] == 1:
+                try:
+                    check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
+                except MQTTError:
+                    raise ValueError("payload format says UTF-8 but the payload is not")
+
+    def _encode_now(self, buf, topic, payload, qos, pid, retain, props):
+        """Encode a PUBLISH going out now, with a topic alias when the server
+        allows them (never above its maximum [MQTT-3.3.2-9], never 0
+        [MQTT-3.3.2-8]): the first publish of a topic carries it and a new
+        alias, later ones the empty topic and the alias. Aliases go to the first
+        topics published on a connection and stay theirs until it ends; only
+        immutable topics (bytes, str) get one."""
+        alias = 0
+        if self.a_out_max and (type(topic) is bytes or type(topic) is str):
+            i = 0
+            while i < self.a_out_max:
+                t = self.a_out[i]
+                if t is None:
+                    self.a_out[i] = topic
+                    alias = i + 1
+                    break
+                if t is topic or t == topic:
+                    return encode_publish(buf, 0, self.version, b"", payload, qos, pid, retain,
+                                          False, props, i + 1)
+                i += 1
+        return encode_publish(buf, 0, self.version, topic, payload, qos, pid, retain, False,
+                              props, alias)
+
+    def _note_expiry(self, i, props):
+        """Remember where the stored image holds its Message Expiry Interval."""
+        e = _p.offset_of(props, _p.MESSAGE_EXPIRY)
+        if e < 0:
+            return
+        b = self.store
+        o = i * self.slot_size + 1
+        while b[o] & 0x80:  # remaining length
+            o += 1
+        o += 1
+        o += 2 + ((b[o] << 8) | b[o + 1]) + 2  # topic, packet id
+        while b[o] & 0x80:  # property length
+            o += 1
+        o += 1 + e
+        self.s_exp_off[i] = o - i * self.slot_size
+        self.s_exp[i] = (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
+
+    def _expire(self, i):
+        """Before (re)sending a stored message that may still expire: lower its
+        expiry by the time it waited, or drop it and report EXPIRED."""
+        eo = self.s_exp_off[i]
+        if not eo:
+            return False
+        left = self.s_exp[i] - ticks_diff(self.clock(), self.s_t0[i]) // 1000
+        if left <= 0:
+            self._free(i, EXPIRED)
+            return True
+        o = i * self.slot_size + eo
+        b = self.store
+        b[o] = (left >> 24) & 0xFF
+        b[o + 1] = (left >> 16) & 0xFF
+        b[o + 2] = (left >> 8) & 0xFF
+        b[o + 3] = left & 0xFF
+        return False
+
+    def _number(self, i):
+        """Give slot i the next sequence number (publish order). Renumber
+        before the counter leaves the small-int range of 32-bit ports."""
+        if self.seq >= _SEQ_WRAP:
+            self.s_state[i] = _FREE  # not numbered yet
+            n = 0
+            seq = -1
+            while True:
+                j = self._next(seq, _QUEUED, _WAIT_COMP)
+                if j < 0:
+                    break
+                seq = self.s_seq[j]
+                n += 1
+                self.s_seq[j] = -n  # numbered in order; made positive below
+            k = 0
+            while k < self.slots:
+                if self.s_seq[k] < 0:
+                    self.s_seq[k] = -self.s_seq[k]
+                k += 1
+            self.seq = n
+            self.s_state[i] = _QUEUED
+        self.seq += 1
+        self.s_seq[i] = self.seq
+
+    def _next(self, after, lo, hi):
+        """The slot with the smallest sequence number above `after` whose state
+        is in lo..hi, or -1."""
+        best = -1
+        i = 0
+        while i < self.slots:
+            st = self.s_state[i]
+            q = self.s_seq[i]
+            if lo <= st <= hi and q > after and (best < 0 or q < self.s_seq[best]):
+                best = i
+            i += 1
+        return best
+
+    def _sent(self, i):
+        self.store[i * self.slot_size] |= 0x08  # the stored image is now a redelivery
+        self.s_state[i] = _WAIT_ACK if self.s_qos[i] == 1 else _WAIT_REC
+        self.quota -= 1  # [MQTT-4.9.0-2]
+
+    def _pump(self):
+        """Send queued messages in publish order while connected and within
+        the send quota [MQTT-4.9.0-2]."""
+        while self.connected and self.quota > 0:
+            i = self._next(-1, _QUEUED, _QUEUED)
+            if i < 0:
+                return
+            if self._expire(i):
+                continue
+            self._send(self.store, i * self.slot_size, self.s_len[i])
+            if self.connected:
+                self._sent(i)
+
+    def _free(self, i, reason):
+        pid = self.s_pid[i]
+        self.s_state[i] = _FREE
+        if self.on_done:
+            self.on_done(pid, reason)
+
+    # ---- subscriptions ---------------------------------------------------
+
+    def subscribe(self, subs, props=None):
+        """Send SUBSCRIBE for [(filter, options)]; returns its packet id, or
+        WINDOW_FULL while another SUBSCRIBE/UNSUBSCRIBE awaits its ack."""
+        return self._sub(subs, props, True)
+
+    def unsubscribe(self, filters, props=None):
+        return self._sub(filters, props, False)
+
+    def _sub(self, items, props, sub):
+        if not self.connected:
+            raise OSError("not connected")
+        if self.sub_pid:
+            return WINDOW_FULL
+        pid = self._new_pid()
+        if not pid:
+            return WINDOW_FULL
+        if sub:
+            n = _ctl.encode_subscribe(self.tx, 0, self.version, pid, items, props)
+        else:
+            n = _ctl.encode_unsubscribe(self.tx, 0, self.version, pid, items, props)
+        self.sub_pid = pid
+        self._send(self.tx, 0, n)
+        return pid
+
+    # ---- receiving -------------------------------------------------------
+
+    def receive(self):
+        """Handle the packet now complete in self.framer. A protocol violation
+        by the server sends DISCONNECT with the reason code (MQTT 5) and raises
+        MQTTError [U-4.13.1-a] [MQTT-4.8.0-1]; the caller closes the socket."""
+        f = self.framer
+        pkt = self.pkt
+        try:
+            t = _ctl.decode(pkt, f.first, f.buf, 0, f.rl, self.version)
+            self.last_rx = self.clock()
+            self.ping_out = False
+            if t == PUBLISH:
+                self._on_publish()
+            elif t == PUBACK:
+                self._ack_done(_WAIT_ACK)
+            elif t == PUBREC:
+                self._on_pubrec()
+            elif t == PUBREL:
+                self._on_pubrel()
+            elif t == PUBCOMP:
+                self._ack_done(_WAIT_COMP)
+            elif t == CONNACK:
+                self._on_connack()
+            elif t == SUBACK or t == UNSUBACK:
+                if pkt.pid == self.sub_pid:
+                    self.sub_pid = 0
+                if self.on_suback:
+                    self.on_suback(pkt)
+            elif t == DISCONNECT:
+                self.lost()
+                raise ServerError(pkt.reason)  # [MQTT-4.13.2-1]
+            elif t != PINGRESP:
+                raise protocol_error("packet a client never receives")  # AUTH without method too
+            return t
+        except MQTTError as e:
+            if self.version >= 5:
+                self.disconnect(e.reason)  # 3.1.1 just closes [MQTT-4.8.0-1]
+            self.lost()
+            raise
+
+    def _on_publish(self):
+        pkt = self.pkt
+        msg = self.msg
+        qos = pkt.qos
+        msg.buf = pkt.buf
+        msg.topic_buf = pkt.buf
+        msg.topic_off = pkt.topic
+        msg.topic_len = pkt.topic_len
+        msg.payload_off = pkt.data
+        msg.payload_len = pkt.data_len
+        msg.qos = qos
+        msg.retain = pkt.retain
+        msg.dup = pkt.dup
+        msg.pid = pkt.pid
+        reason = 0
+        if self.version >= 5:
+            self._alias_in(msg)
+            if pkt.props.get_int(_p.PAYLOAD_FORMAT, 0) == 1 and self.check_utf8_payload:
+                try:
+                    check_utf8(pkt.buf, pkt.data, pkt.data + pkt.data_len)
+                except MQTTError:
+                    reason = PAYLOAD_FORMAT_INVALID  # [U-3.3.2-b] refused in the ack
+        if qos == 2:
+            i = 0
+            free = -1
+            while i < self.inbound:
+                p = self.in_pid[i]
+                if p == pkt.pid:
+                    # Repeated before PUBREL: acknowledge, deliver nothing [MQTT-4.3.3-10]
+                    self._send_ack(PUBREC, pkt.pid)
+                    return
+                if not p and free < 0:
+                    free = i
+                i += 1
+            if free < 0:
+                # More unacknowledged QoS 2 than our Receive Maximum [U-3.3.4-d]
+                raise MQTTError(RECEIVE_MAXIMUM_EXCEEDED, "receive maximum exceeded")
+            if reason < 0x80:
+                self.in_pid[free] = pkt.pid  # PUBREC >= 0x80 ends the flow [MQTT-4.3.3-9]
+        if reason < 0x80:
+            self._deliver(msg)
+        # Every PUBLISH is acknowledged, in order of arrival, even when the
+        # application failed on it [MQTT-4.5.0-2] [MQTT-4.6.0-2] [MQTT-4.6.0-3]
+        if qos == 1:
+            self._send_ack(PUBACK, pkt.pid, reason)  # [MQTT-4.3.2-4]
+        elif qos == 2:
+            self._send_ack(PUBREC, pkt.pid, reason)  # [MQTT-4.3.3-8]
+
+    def _deliver(self, msg):
+        if self.on_message:
+            try:
+                self.on_message(msg)
+            except Exception as e:  # the message is still acknowledged [MQTT-4.5.0-2]
+                self.callback_error = e
+
+    def _alias_in(self, msg):
+        """Resolve an inbound Topic Alias [U-3.3.4-a..c]."""
+        a = self.pkt.props.get_int(_p.TOPIC_ALIAS, 0)
+        if not a:
+            return
+        if a > self.a_in_max:
+            raise MQTTError(TOPIC_ALIAS_INVALID, "topic alias above our maximum")  # [U-3.3.4-a]
+        m = self.alias_topic_max
+        o = (a - 1) * m
+        n = msg.topic_len
+        if n:  # set or replace the mapping [U-3.3.4-b]
+            if n > m:
+                raise MQTTError(_IMPL_ERROR, "aliased topic longer than alias_topic_max")
+            b = msg.buf
+            t = msg.topic_off
+            s = self.a_in_topic
+            k = 0
+            while k < n:
+                s[o + k] = b[t + k]
+                k += 1
+            self.a_in_len[a - 1] = n
+        else:
+            n = self.a_in_len[a - 1]
+            if not n:
+                raise protocol_error("unknown topic alias")  # [U-3.3.4-c]
+            msg.topic_buf = self.a_in_topic
+            msg.topic_off = o
+            msg.topic_len = n
+
+    def _slot_of(self, pid, state):
+        i = 0
+        while i < self.slots:
+            if self.s_state[i] == state and self.s_pid[i] == pid:
+                return i
+            i += 1
+        return -1
+
+    def _release(self, i, reason):
+        """A QoS 1/2 flow ended: free the slot and the quota it held [U-4.9-a]."""
+        self._free(i, reason)
+        if self.quota < self.server_receive_max:
+            self.quota += 1
+        self._pump()
+
+    def _ack_done(self, state):
+        pkt = self.pkt
+        i = self._slot_of(pkt.pid, state)
+        if i >= 0:
+            self._release(i, pkt.reason)
+
+    def _on_pubrec(self):
+        pkt = self.pkt
+        i = self._slot_of(pkt.pid, _WAIT_REC)
+        if i < 0:
+            if self._slot_of(pkt.pid, _WAIT_COMP) >= 0:
+                self._send_ack(PUBREL, pkt.pid)  # PUBREC repeated: PUBREL again
+            else:
+                self._send_ack(PUBREL, pkt.pid, _PID_NOT_FOUND)
+            return
+        if pkt.reason >= 0x80:
+            self._release(i, pkt.reason)  # flow ends, no retransmission [MQTT-4.4.0-2]
+            return
+        # PUBREL, in PUBREC order; the PUBLISH is never sent again [MQTT-4.3.3-4]
+        # [MQTT-4.3.3-6] [MQTT-4.6.0-4]
+        self.s_state[i] = _WAIT_COMP
+        self._send_ack(PUBREL, pkt.pid)
+
+    def _on_pubrel(self):
+        pkt = self.pkt
+        i = 0
+        while i < self.inbound:
+            if self.in_pid[i] == pkt.pid:
+                self.in_pid[i] = 0
+                self._send_ack(PUBCOMP, pkt.pid)  # [MQTT-4.3.3-11]
+                return
+            i += 1
+        self._send_ack(PUBCOMP, pkt.pid, _PID_NOT_FOUND)
+
+    # ---- keep-alive ------------------------------------------------------
+
+    def tick(self):
+        """Call now and then (at least every next_timeout() ms): sends PINGREQ
+        when the link was quiet for the keep-alive period; raises OSError when
+        a PINGREQ went unanswered (half-open link)."""
+        if not self.connected or not self.keepalive_ms:
+            return
+        now = self.clock()
+        if self.ping_out:
+            if ticks_diff(now, self.ping_t) >= self._ping_timeout():
+                self.lost()
+                raise OSError("keep-alive timeout")
+        elif (ticks_diff(now, self.last_tx) >= self.keepalive_ms
+              or ticks_diff(now, self.last_rx) >= self.keepalive_ms):
+            n = _ctl.encode_ping(self.tx, 0, PINGREQ)
+            self._send(self.tx, 0, n)
+            self.ping_out = True
+            self.ping_t = now
+
+    def _ping_timeout(self):
+        return max(self.keepalive_ms // 2, 1000)
+
+    def next_timeout(self):
+        """Milliseconds until tick() has work, or -1 with no keep-alive."""
+        if not self.connected or not self.keepalive_ms:
+            return -1
+        now = self.clock()
+        if self.ping_out:
+            return max(0, self._ping_timeout() - ticks_diff(now, self.ping_t))
+        d = self.keepalive_ms - max(ticks_diff(now, self.last_tx), ticks_diff(now, self.last_rx))
+        return max(0, d)
