@@ -1,0 +1,244 @@
+# The blocking client: a Session over a TCP/TLS Transport, with connect,
+# reconnect (bounded exponential backoff, session resume), keep-alive and
+# helpers that wait. poll() never blocks; the helpers block with timeouts.
+import sys
+
+try:
+    from time import ticks_ms, ticks_diff, sleep_ms
+except ImportError:  # CPython
+    from time import sleep as _sleep
+    from .session import ticks_ms, ticks_diff
+
+    def sleep_ms(ms):
+        _sleep(ms / 1000)
+
+from .session import Session, ServerError, WINDOW_FULL
+from .codec import MQTTError, CONNACK, SUBACK, UNSUBACK
+from .transport import Transport
+
+
+class MQTTClient:
+    """An MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
+
+    Session sizing keywords (max_packet, tx_size, slots, slot_size, inbound,
+    aliases_out, aliases_in, alias_topic_max) are passed to Session; all
+    memory is allocated here, once. `ssl` is an SSLContext (MicroPython
+    `ssl`/`tls` or CPython `ssl`) set up with the CA to verify against.
+
+    Callbacks: on_message(msg) with a reused session.Message; on_done(pid,
+    reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
+    """
+
+    def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
+                 keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
+                 connect_props=None, reconnect=True, backoff_ms=(250, 30000),
+                 timeout_ms=10000, clock=None, **sizes):
+        self.server = server
+        self.port = port or (8883 if ssl else 1883)
+        self.user = user
+        self.password = password
+        self.keepalive = keepalive
+        self.ssl = ssl
+        self.clean = clean
+        # A session that outlives the connection needs a session expiry on 5.0
+        # (0 would end it on disconnect) [MQTT-3.1.2-23].
+        if session_expiry is None and not clean and version >= 5:
+            session_expiry = 0xFFFFFFFF
+        self.session_expiry = session_expiry
+        self.will = will
+        self.connect_props = connect_props
+        self.reconnect = reconnect
+        self.backoff_min, self.backoff_max = backoff_ms
+        self.timeout_ms = timeout_ms
+        self.sock = None
+        self.connects = 0
+        if clock is not None:
+            sizes["clock"] = clock
+        self.s = Session(client_id, self._write, version, **sizes)
+        self.on_message = None
+        self.on_done = None
+        self.s.on_message = self._on_message
+        self.s.on_done = self._on_done
+        self.s.on_suback = self._on_suback
+        self.suback_pid = 0  # last SUBACK/UNSUBACK seen
+        self.suback_code = 0
+
+    # ---- callbacks pass through (settable after construction) -------------
+
+    def _on_message(self, msg):
+        if self.on_message:
+            self.on_message(msg)
+
+    def _on_done(self, pid, reason):
+        if self.on_done:
+            self.on_done(pid, reason)
+
+    def _on_suback(self, pkt):
+        self.suback_pid = pkt.pid
+        self.suback_code = pkt.buf[pkt.data] if pkt.data_len else 0
+
+    def _write(self, buf, off, n):
+        if self.sock is None:
+            raise OSError("no connection")
+        self.sock.write(buf, off, n)
+
+    # ---- connection -------------------------------------------------------
+
+    @property
+    def connected(self):
+        return self.s.connected
+
+    def connect(self, clean=None):
+        """Open the connection and wait for CONNACK. Returns session present
+        (True when the server resumed our session). Raises ServerError when
+        refused, OSError on network trouble."""
+        if clean is not None:
+            self.clean = clean
+        self.close()
+        self.sock = Transport(self.server, self.port, self.ssl, self.timeout_ms)
+        # After the first connect, resume the session unless asked otherwise
+        clean_start = self.clean and self.connects == 0
+        try:
+            self.s.connect(self.keepalive, clean_start, self.connect_props, self.will, self.user,
+                           self.password, self.session_expiry)
+            if not self._wait_for(CONNACK, self.timeout_ms):
+                raise OSError("no CONNACK")
+        except Exception:
+            self.close()
+            raise
+        self.connects += 1
+        return bool(self.s.session_present)
+
+    def close(self):
+        """Close the socket without DISCONNECT (the session is kept)."""
+        self.s.lost()
+        if self.sock:
+            self.sock.close()
+            self.sock = None
+
+    def disconnect(self, reason=0):
+        """Send DISCONNECT and close [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
+        if self.sock:
+            self.s.disconnect(reason)
+        self.close()
+
+    def ensure_connected(self):
+        """Reconnect with bounded exponential backoff until connected (when
+        reconnect=True). Stored QoS 1/2 messages are resent by the session."""
+        delay = self.backoff_min
+        while not self.s.connected:
+            try:
+                self.connect()
+                return
+            except (OSError, MQTTError, ServerError) as e:
+                if not self.reconnect:
+                    raise
+                self.last_error = e
+            sleep_ms(delay)
+            delay = min(delay * 2, self.backoff_max)
+
+    # ---- the loop -----------------------------------------------------------
+
+    def poll(self, timeout_ms=0):
+        """Handle what the server sent (waiting up to timeout_ms for the first
+        byte) and keep-alive. Returns the type of the last packet handled, or 0.
+        A broken link raises OSError unless reconnect=True (then it reconnects)."""
+        try:
+            t = self._poll(timeout_ms)
+        except (OSError, MQTTError, ServerError, EOFError):
+            self.close()
+            if not self.reconnect:
+                raise
+            self.ensure_connected()
+            return 0
+        if not self.s.link:
+            self.close()
+            if self.reconnect:
+                self.ensure_connected()
+        return t
+
+    def _poll(self, timeout_ms):
+        s = self.s
+        if self.sock is None:
+            raise OSError("not connected")
+        t = 0
+        wait = s.next_timeout()
+        if timeout_ms >= 0 and (wait < 0 or timeout_ms < wait):
+            wait = timeout_ms
+        if wait and not self.sock.wait_readable(wait):
+            s.tick()
+            return 0
+        while s.link and s.framer.read_from(self.sock):
+            t = s.receive()
+        s.tick()
+        return t
+
+    def _wait_for(self, ptype, timeout_ms):
+        start = ticks_ms()
+        while True:
+            left = timeout_ms - ticks_diff(ticks_ms(), start)
+            if left <= 0:
+                return False
+            if self._poll(left) == ptype and (ptype != CONNACK or self.s.connected):
+                return True
+            if not self.s.link:
+                raise OSError("connection lost")
+
+    def wait_msg(self, timeout_ms=-1):
+        """Block until one packet arrives (or timeout); returns its type or 0."""
+        return self.poll(timeout_ms)
+
+    # ---- publishing -----------------------------------------------------------
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
+        """Publish; returns the packet id (0 for QoS 0). When every slot is
+        taken, waits for acknowledgements (up to timeout_ms, -1: forever) and
+        returns WINDOW_FULL if none came."""
+        if qos == 0 and not self.s.connected:
+            self.ensure_connected()
+        start = ticks_ms()
+        while True:
+            pid = self.s.publish(topic, payload, qos, retain, props)
+            if pid != WINDOW_FULL:
+                if not self.s.link and self.reconnect:
+                    self.close()
+                    self.ensure_connected()
+                return pid
+            if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
+                return WINDOW_FULL
+            self.poll(100)
+
+    def flush(self, timeout_ms=-1):
+        """Wait until every stored QoS 1/2 message is acknowledged; True if so."""
+        start = ticks_ms()
+        while self.s.pending():
+            if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
+                return False
+            self.poll(100)
+        return True
+
+    # ---- subscriptions --------------------------------------------------------
+
+    def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1):
+        """Subscribe to one filter and wait for SUBACK; returns its reason code
+        (the granted QoS, or >= 0x80 when refused)."""
+        return self._sub(self.s.subscribe, ((topic, qos | options),), props, timeout_ms)
+
+    def unsubscribe(self, topic, props=None, timeout_ms=-1):
+        return self._sub(self.s.unsubscribe, (topic,), props, timeout_ms)
+
+    def _sub(self, fn, items, props, timeout_ms):
+        if not self.s.connected:
+            self.ensure_connected()
+        while True:
+            pid = fn(items, props)
+            if pid != WINDOW_FULL:
+                break
+            self.poll(100)
+        start = ticks_ms()
+        while self.suback_pid != pid:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), start)
+            if timeout_ms >= 0 and left <= 0:
+                raise OSError("no SUBACK")
+            self.poll(left if left >= 0 else 1000)
+        return self.suback_code
