@@ -169,6 +169,14 @@ def str_len(s):
     return n
 
 
+def bin_len(b):
+    """Length of a Binary Data field (bad user input -> ValueError)."""
+    n = len(b)
+    if n > 65535:
+        raise ValueError("binary data longer than 65535 bytes")  # [MQTT-1.5.6-1]
+    return n
+
+
 def put_raw(buf, o, s, n):
     """Copy n encoded bytes of s (str or buffer) to buf[o:]; return the new offset."""
     if type(s) is not str:
@@ -206,7 +214,12 @@ def has_wildcard(s):
     """True if a topic name (str or bytes) contains '+' or '#'."""
     if type(s) is str:
         return "+" in s or "#" in s
-    return 0x2B in s or 0x23 in s
+    # A loop, not `0x2B in s`: MicroPython's bytearray and memoryview do not
+    # implement `int in` (NotImplementedError).
+    for c in s:
+        if c == 0x2B or c == 0x23:
+            return True
+    return False
 
 
 def topic_len(s, allow_empty=False):

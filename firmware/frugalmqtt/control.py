@@ -10,7 +10,7 @@ except ImportError:
     const = lambda x: x  # CPython
 
 from .codec import (MQTTError, malformed, protocol_error, check_first, check_filter,
-                    put_vbi, put_u16, put_str, str_len, vbi_size,
+                    put_vbi, put_u16, put_str, str_len, bin_len, vbi_size, topic_len,
                     CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK,
                     UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
 from . import props as _props
@@ -94,13 +94,13 @@ def _connect_rl(v, client_id, props, will, username, password):
         if not 0 <= will.qos <= 2:
             raise ValueError("will QoS must be 0..2")
         rl += _pl(v, _props_len(v, will.props, _props.WILL))
-        rl += 2 + str_len(will.topic) + 2 + len(will.payload)
+        rl += 2 + topic_len(will.topic) + 2 + bin_len(will.payload)  # [MQTT-4.7.0-1]
     if username is not None:
         rl += 2 + str_len(username)
     if password is not None:
         if username is None and v < 5:
             raise ValueError("3.1.1 needs a username with a password")  # [MQTT-3.1.2-22]
-        rl += 2 + len(password)
+        rl += 2 + bin_len(password)
     return rl
 
 
@@ -180,7 +180,12 @@ def decode_connect(pkt):
     c.client_id = _take_str(cur)
     if flags & 0x04:
         wprops = _take_props(pkt, _props.WILL) if v >= 5 else None
-        c.will = Will(_take_str(cur), _take_bin(cur), wqos, bool(flags & 0x20), wprops)
+        topic = _take_str(cur)
+        if not topic:
+            raise malformed("empty will topic")  # [MQTT-4.7.3-1]
+        if "+" in topic or "#" in topic:
+            raise protocol_error("wildcard in will topic")  # [MQTT-4.7.0-1]
+        c.will = Will(topic, _take_bin(cur), wqos, bool(flags & 0x20), wprops)
     if flags & 0x80:
         c.username = _take_str(cur)
     if flags & 0x40:
@@ -190,18 +195,20 @@ def decode_connect(pkt):
 
 # ---- CONNACK ---------------------------------------------------------------
 
-def _connack_rl(v, reason, props):
+def _connack_rl(v, session_present, reason, props):
     if reason not in (_CONNACK_V5 if v >= 5 else _CONNACK_V4):
         raise ValueError("reason code not allowed in CONNACK")
+    if session_present and reason:
+        raise ValueError("session present with an error")  # [MQTT-3.2.2-6]
     return 2 + _pl(v, _props_len(v, props, CONNACK))
 
 
 def size_connack(v, session_present=False, reason=0, props=None):
-    return total(_connack_rl(v, reason, props))
+    return total(_connack_rl(v, session_present, reason, props))
 
 
 def encode_connack(buf, off, v, session_present=False, reason=0, props=None):
-    rl = _connack_rl(v, reason, props)
+    rl = _connack_rl(v, session_present, reason, props)
     o = _head(buf, off, CONNACK << 4, rl)
     buf[o] = 1 if session_present else 0
     buf[o + 1] = reason
@@ -238,9 +245,17 @@ def _filters_len(v, filters, with_options):
             f = f[0]
             if opts & 3 == 3 or opts >> 4 > 2 or opts & 0xC0 or (v < 5 and opts & 0xFC):
                 raise ValueError("bad subscription options")  # [MQTT-3.8.3-4] [MQTT-3.8.3-5]
+            if opts & 4 and _is_shared(f):
+                raise ValueError("no local on a shared subscription")  # [MQTT-3.8.3-4]
             n += 1
         n += 2 + check_filter(f)  # [MQTT-4.7.1-1] [MQTT-4.7.1-2]
     return n
+
+
+def _is_shared(f):
+    if type(f) is str:
+        return f.startswith("$share/")
+    return bytes(f[:7]) == b"$share/"
 
 
 def _check_pid(pid):
@@ -307,6 +322,8 @@ def _take_filters(pkt, v, with_options):
             opts = cur.u8()
             if opts & 3 == 3 or opts >> 4 > 2 or opts & 0xC0 or (v < 5 and opts & 0xFC):
                 raise malformed("bad subscription options")  # [MQTT-3.8.3-4] [MQTT-3-8.3-5]
+            if opts & 4 and f.startswith("$share/"):
+                raise protocol_error("no local on a shared subscription")  # [MQTT-3.8.3-4]
             out.append((f, opts))
         else:
             out.append(f)
@@ -317,6 +334,8 @@ def _take_filters(pkt, v, with_options):
 
 def _codes_rl(v, pid, codes, props, where, allowed):
     _check_pid(pid)
+    if not codes and (where == SUBACK or v >= 5):
+        raise ValueError("at least one reason code")  # one per filter [MQTT-3.9.3-1]
     for c in codes:
         if c not in allowed:
             raise ValueError("reason code not allowed here")
@@ -458,6 +477,9 @@ def decode(pkt, first, buf, off, end, v):
     if PUBACK <= t <= PUBCOMP:
         decode_ack(pkt, t, v)
         return t
+    # No stale properties (the last packet's, or a block whose parse failed)
+    # on PINGREQ/PINGRESP/CONNECT; the other decoders reset them too.
+    pkt.props.clear()
     if t == CONNACK:
         decode_connack(pkt, v)
     elif t == SUBACK:

@@ -13,7 +13,7 @@ except ImportError:
 
 from .codec import (MQTTError, malformed, protocol_error, TOPIC_ALIAS_INVALID,
                     str_len, put_str, put_u16, put_u32, put_vbi, vbi_size,
-                    check_utf8, has_wildcard)
+                    check_utf8, has_wildcard, bin_len)
 
 # Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)
@@ -94,8 +94,10 @@ def _check(pid, where):
         raise ValueError("property not allowed in this packet")  # [U-2.2.2-a]
 
 
-def _multi(pid):
-    return pid == USER_PROPERTY or pid == SUBSCRIPTION_ID
+def _multi(pid, where):
+    # Subscription Identifier repeats only in PUBLISH (one per matching
+    # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
+    return pid == USER_PROPERTY or (pid == SUBSCRIPTION_ID and where == 3)
 
 
 def size(props, where):
@@ -109,7 +111,7 @@ def size(props, where):
         pid = p[0]
         v = p[1]
         _check(pid, where)
-        if not _multi(pid):
+        if not _multi(pid, where):
             j = 0
             while j < i:
                 if props[j][0] == pid:
@@ -121,8 +123,8 @@ def size(props, where):
                 raise ValueError("byte property out of range")
             n += 2
         elif t <= _U16_NZ:
-            if not (1 if t == _U16_NZ else 0) <= v <= 0xFFFF:
-                raise ValueError("two-byte property out of range")
+            if not (1 if t == _U16_NZ or pid == TOPIC_ALIAS else 0) <= v <= 0xFFFF:
+                raise ValueError("two-byte property out of range")  # [MQTT-3.3.2-8] alias 0
             n += 3
         elif t <= _U32_NZ:
             if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
@@ -139,7 +141,7 @@ def size(props, where):
         elif t == _BIN:
             if type(v) is str:
                 raise TypeError("binary property needs bytes")
-            n += 3 + len(v)
+            n += 3 + bin_len(v)
         else:
             n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
         i += 1
