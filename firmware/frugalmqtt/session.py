@@ -186,6 +186,9 @@ class Session:
         """Send CONNECT on a fresh network connection."""
         self._reset_connection()
         self.framer.reset()
+        # Only PUBLISH and PUBREL are resent [MQTT-4.4.0-1]: an unacknowledged
+        # SUBSCRIBE/UNSUBSCRIBE gets no ack on a new connection; free its id.
+        self.sub_pid = 0
         self.link = True
         self.connected = False
         self.clean = clean
@@ -421,16 +424,25 @@ class Session:
         immutable topics (bytes, str) get one."""
         alias = 0
         if self.a_out_max and (type(topic) is bytes or type(topic) is str):
+            # The alias property adds 3 bytes (more than a short topic saves):
+            # use it only if the packet still fits the server's Maximum Packet
+            # Size [MQTT-3.2.2-15] and the buffer; else send the plain topic.
+            lim = self.server_max_packet
+            if len(buf) < lim:
+                lim = len(buf)
             i = 0
             while i < self.a_out_max:
                 t = self.a_out[i]
                 if t is None:
-                    self.a_out[i] = topic
-                    alias = i + 1
+                    if size_publish(self.version, topic, payload, qos, props, i + 1) <= lim:
+                        self.a_out[i] = topic
+                        alias = i + 1
                     break
                 if t is topic or t == topic:
-                    return encode_publish(buf, 0, self.version, b"", payload, qos, pid, retain,
-                                          False, props, i + 1)
+                    if size_publish(self.version, b"", payload, qos, props, i + 1) <= lim:
+                        return encode_publish(buf, 0, self.version, b"", payload, qos, pid,
+                                              retain, False, props, i + 1)
+                    break
                 i += 1
         return encode_publish(buf, 0, self.version, topic, payload, qos, pid, retain, False,
                               props, alias)
@@ -632,10 +644,14 @@ class Session:
                 if not p and free < 0:
                     free = i
                 i += 1
-            if free < 0:
+            if free < 0 and self.version >= 5:
                 # More unacknowledged QoS 2 than our Receive Maximum [U-3.3.4-d]
                 raise MQTTError(RECEIVE_MAXIMUM_EXCEEDED, "receive maximum exceeded")
-            if reason < 0x80:
+            # 3.1.1 has no Receive Maximum: a server may hold more QoS 2 messages
+            # unreleased than we have slots. Then the message is delivered and
+            # acknowledged unrecorded: only a resend after a reconnect (its
+            # PUBREC lost) could deliver it twice [MQTT-4.3.3-2 (3.1.1)].
+            if reason < 0x80 and free >= 0:
                 self.in_pid[free] = pkt.pid  # PUBREC >= 0x80 ends the flow [MQTT-4.3.3-9]
         if reason < 0x80:
             self._deliver(msg)

@@ -1,0 +1,978 @@
+"""Sans-I/O tests of frugalmqtt.session: the QoS flows against a scripted broker.
+
+The broker's packets are built with the codec's encoders and fed through the
+session's framer; what the session writes is captured packet by packet (one
+write() call per packet) and compared byte for byte. Time is a fake clock.
+Each test runs on MQTT 5.0 (v=5) and, where the flow exists there, on MQTT
+3.1.1 (v=4). Spec ids: MQTT 5.0 numbering unless tagged "v3.1.1".
+Runs unchanged on CPython and on the MicroPython unix port.
+"""
+from array import array
+
+from _util import IS_MICROPYTHON, no_alloc, raises, unhex
+from frugalmqtt import codec
+from frugalmqtt import control as C
+from frugalmqtt import props as PR
+from frugalmqtt import publish as P
+from frugalmqtt import session as S
+from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
+
+BOTH = (4, 5)
+_BUF = bytearray(2048)
+_PKT = P.Packet()
+
+
+def h(b):
+    """bytes -> 'AA BB' for assertion messages."""
+    return " ".join("%02X" % x for x in b)
+
+
+def hl(packets):
+    return [h(p) for p in packets]
+
+
+def pub(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None, alias=0):
+    """A whole PUBLISH as bytes, from the codec's encoder."""
+    n = P.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
+    return bytes(_BUF[:n])
+
+
+def ack(v, ptype, pid, reason=0):
+    n = P.encode_ack(_BUF, 0, v, ptype, pid, reason)
+    return bytes(_BUF[:n])
+
+
+def connack(v, sp=False, reason=0, props=None):
+    n = C.encode_connack(_BUF, 0, v, sp, reason, props)
+    return bytes(_BUF[:n])
+
+
+def suback(v, pid, codes):
+    n = C.encode_suback(_BUF, 0, v, pid, codes)
+    return bytes(_BUF[:n])
+
+
+def u16(n):
+    return bytes(((n >> 8) & 0xFF, n & 0xFF))
+
+
+def rel(pid):
+    """PUBREL as both versions send it on success (short form) [MQTT-3.6.1-1]."""
+    return b"\x62\x02" + u16(pid)
+
+
+def alias_of(packet, v=5):
+    """The Topic Alias a PUBLISH carries (0: none) and its topic length."""
+    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    assert t == codec.PUBLISH, h(packet)
+    return _PKT.props.get_int(PR.TOPIC_ALIAS, 0), _PKT.topic_len
+
+
+class Rig:
+    """A Session wired to a scripted broker: a write() that records each
+    packet, a fake millisecond clock, and callbacks that record."""
+
+    def __init__(self, v=5, **sizes):
+        self.v = v
+        self.t = 1000
+        self.out = []
+        self.done = []
+        self.msgs = []
+        self.s = S.Session("rig", self.write, v, clock=self.now, **sizes)
+        self.s.on_done = self.on_done
+        self.s.on_message = self.on_message
+
+    def write(self, buf, off, n):
+        self.out.append(bytes(buf[off:off + n]))
+
+    def now(self):
+        return self.t
+
+    def on_done(self, pid, reason):
+        self.done.append((pid, reason))
+
+    def on_message(self, m):
+        self.msgs.append((bytes(m.topic), bytes(m.payload), m.qos, m.dup, m.retain, m.pid))
+
+    def take(self):
+        out = self.out
+        self.out = []
+        return out
+
+    def feed(self, data):
+        """Bytes from the broker: every complete packet is handled in turn."""
+        f = self.s.framer
+        off = 0
+        types = []
+        while off < len(data):
+            off = f.feed(data, off, len(data))
+            if f.done:
+                types.append(self.s.receive())
+        return types
+
+    def up(self, clean=True, sp=False, props=None, keepalive=60):
+        """A new network connection: CONNECT, then the broker's CONNACK.
+        Returns what the session sent after the CONNACK."""
+        self.s.connect(keepalive, clean)
+        sent = self.take()
+        assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
+        self.feed(connack(self.v, sp, 0, props))
+        assert self.s.connected
+        return self.take()
+
+
+# ---- Resend on a resumed session -----------------------------------------------
+
+def test_MQTT_4_4_0_1_resend_pubrel_then_publish_dup():
+    # [MQTT-4.6.0-1] [MQTT-3.3.1-1] [MQTT-2.2.1-5] [MQTT-4.1.0-1]
+    # [MQTT-4.4.0-1 v3.1.1] [MQTT-4.6.0-1 v3.1.1] [MQTT-3.3.1-1 v3.1.1] [MQTT-2.3.1-3 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        assert r.up(clean=False) == []
+        p1 = r.s.publish(b"t/1", b"one", 2)
+        p2 = r.s.publish(b"t/2", b"two", 1)
+        p3 = r.s.publish(b"t/3", b"three", 2)
+        assert r.take() == [pub(v, b"t/1", b"one", 2, p1), pub(v, b"t/2", b"two", 1, p2),
+                            pub(v, b"t/3", b"three", 2, p3)]
+        r.feed(ack(v, PUBREC, p1))
+        assert r.take() == [rel(p1)]
+        r.s.lost()
+        # Published while the link is down: stored, not sent, not a redelivery
+        p4 = r.s.publish(b"t/4", b"four", 1)
+        assert p4 > 0 and r.take() == []
+        got = r.up(clean=False, sp=True)
+        want = [rel(p1), pub(v, b"t/2", b"two", 1, p2, dup=True),
+                pub(v, b"t/3", b"three", 2, p3, dup=True), pub(v, b"t/4", b"four", 1, p4)]
+        assert got == want, "v%d: %r" % (v, hl(got))
+        assert r.s.session_present == 1
+        # The resumed flows finish normally
+        r.feed(ack(v, PUBCOMP, p1) + ack(v, PUBACK, p2) + ack(v, PUBREC, p3))
+        assert r.take() == [rel(p3)]
+        r.feed(ack(v, PUBCOMP, p3) + ack(v, PUBACK, p4))
+        assert r.done == [(p1, 0), (p2, 0), (p3, 0), (p4, 0)], r.done
+        assert r.s.pending() == 0 and r.s.in_flight() == 0
+        assert r.up(clean=False, sp=True) == []  # nothing left to resend
+
+
+def test_MQTT_4_6_0_1_resend_keeps_publish_order_with_pubrel_between():
+    # A later message completed PUBREC before an earlier one: every PUBLISH
+    # is resent in original order with DUP=1, the PUBREL exactly once.
+    # [MQTT-4.4.0-1] [MQTT-3.3.1-1] [MQTT-4.6.0-1 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up(clean=False)
+        p1 = r.s.publish(b"a", b"1", 1)
+        p2 = r.s.publish(b"b", b"2", 2)
+        p3 = r.s.publish(b"c", b"3", 2)
+        p4 = r.s.publish(b"d", b"4", 1)
+        r.take()
+        r.feed(ack(v, PUBREC, p3))
+        assert r.take() == [rel(p3)]
+        r.s.lost()
+        got = r.up(clean=False, sp=True)
+        pubs = [p for p in got if p[0] >> 4 == codec.PUBLISH]
+        assert pubs == [pub(v, b"a", b"1", 1, p1, dup=True), pub(v, b"b", b"2", 2, p2, dup=True),
+                        pub(v, b"d", b"4", 1, p4, dup=True)], hl(got)
+        assert [p for p in got if p[0] >> 4 != codec.PUBLISH] == [rel(p3)], hl(got)
+
+
+def test_MQTT_4_4_0_1_never_resend_within_one_connection():
+    # Only a reconnect resends: time passing, keep-alive and duplicate acks do not.
+    for v in BOTH:
+        r = Rig(v)
+        r.up(clean=False, keepalive=10)
+        p1 = r.s.publish(b"x", b"q1", 1)
+        p2 = r.s.publish(b"y", b"q2", 2)
+        assert len(r.take()) == 2
+        r.feed(ack(v, PUBREC, p2))
+        assert r.take() == [rel(p2)]
+        for _ in range(20):
+            r.t += 10000
+            r.s.tick()
+            r.feed(b"\xd0\x00")  # PINGRESP
+        r.feed(ack(v, PUBACK, 999))  # an ack for nothing we sent
+        got = r.take()
+        assert got == [b"\xc0\x00"] * 20, hl(got)
+        assert r.s.in_flight() == 2 and r.done == []
+        assert p1 != p2
+
+
+def test_MQTT_3_2_2_5_session_present_0_discards_in_flight_state():
+    # The server lost the session: unacknowledged PUBLISHes go again as new
+    # messages (DUP=0, same images), a QoS 2 message whose PUBREC arrived is
+    # reported SESSION_LOST, and inbound QoS 2 state is dropped.
+    # [MQTT-3.1.2-6 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up(clean=False)
+        p1 = r.s.publish(b"s/1", b"a", 1)
+        p2 = r.s.publish(b"s/2", b"b", 2)
+        p3 = r.s.publish(b"s/3", b"c", 2)
+        first = r.take()
+        assert len(first) == 3
+        r.feed(ack(v, PUBREC, p3))
+        assert r.take() == [rel(p3)]
+        r.feed(pub(v, b"in", b"x", 2, 9))  # inbound QoS 2, PUBREC sent, PUBREL pending
+        assert r.take() == [b"\x50\x02\x00\x09"]
+        assert len(r.msgs) == 1
+        r.s.lost()
+        got = r.up(clean=False, sp=False)
+        assert got == first[:2], "v%d: %r" % (v, hl(got))
+        assert r.done == [(p3, S.SESSION_LOST)]
+        assert r.s.session_present == 0
+        assert r.s.pending() == 2 and r.s.in_flight() == 2
+        # The inbound QoS 2 id is unknown now: PUBREL -> PUBCOMP "not found"
+        # (5.0), and the same id carries a new message
+        r.feed(ack(v, PUBREL, 9))
+        assert r.take() == [b"\x70\x03\x00\x09\x92" if v == 5 else b"\x70\x02\x00\x09"]
+        r.feed(pub(v, b"in", b"y", 2, 9))
+        assert len(r.msgs) == 2 and r.msgs[1][1] == b"y"
+        assert r.take() == [b"\x50\x02\x00\x09"]
+        r.feed(ack(v, PUBACK, p1) + ack(v, PUBREC, p2))
+        assert r.take() == [rel(p2)]
+
+
+# ---- Sender flows ------------------------------------------------------------------
+
+def test_MQTT_4_3_2_1_qos1_sender_flow():
+    # [MQTT-4.3.2-2] [MQTT-4.3.2-3] [MQTT-2.2.1-3] [MQTT-3.3.1-2]
+    # [MQTT-4.3.2-1 v3.1.1] [MQTT-2.3.1-1 v3.1.1] [MQTT-2.3.1-2 v3.1.1] [MQTT-2.3.1-6 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        pid = r.s.publish(b"a/b", b"hi", 1)
+        assert pid == 1
+        # Byte-exact, written by hand: QoS 1, DUP 0, packet id 1
+        want = "32 0A 00 03 61 2F 62 00 01 00 68 69" if v == 5 else "32 09 00 03 61 2F 62 00 01 68 69"
+        got = r.take()
+        assert got == [unhex(want)], hl(got)
+        assert r.s.in_flight() == 1 and r.s.pending() == 1
+        r.feed(ack(v, PUBACK, pid + 1))  # not ours: still unacknowledged
+        assert r.s.in_flight() == 1 and r.done == []
+        r.feed(ack(v, PUBACK, pid))
+        assert r.done == [(pid, 0)] and r.s.in_flight() == 0 and r.s.pending() == 0
+        assert r.take() == []
+        # A new message gets a new, unused id
+        pid2 = r.s.publish(b"a/b", b"hi", 1)
+        assert pid2 != 0 and r.take() == [pub(v, b"a/b", b"hi", 1, pid2)]
+        if v == 5:
+            r.feed(ack(v, PUBACK, pid2, 0x10))  # "no matching subscribers" is success
+            assert r.done[-1] == (pid2, 0x10)
+        # QoS 0: no packet id, DUP 0 [MQTT-4.3.1-1] [MQTT-2.2.1-2] [MQTT-2.3.1-5 v3.1.1]
+        assert r.s.publish(b"a/b", b"hi", 0) == 0
+        assert r.take() == [unhex("30 08 00 03 61 2F 62 00 68 69" if v == 5 else
+                                  "30 07 00 03 61 2F 62 68 69")]
+
+
+def test_MQTT_4_3_3_1_qos2_sender_flow():
+    # [MQTT-4.3.3-2] [MQTT-4.3.3-3] [MQTT-4.3.3-4] [MQTT-4.3.3-5] [MQTT-3.6.1-1] [MQTT-2.2.1-5]
+    # [MQTT-4.3.3-1 v3.1.1] [MQTT-3.6.1-1 v3.1.1] [MQTT-2.3.1-6 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        pid = r.s.publish(b"a/b", b"hi", 2)
+        assert pid == 1
+        want = "34 0A 00 03 61 2F 62 00 01 00 68 69" if v == 5 else "34 09 00 03 61 2F 62 00 01 68 69"
+        assert r.take() == [unhex(want)]
+        r.feed(ack(v, PUBCOMP, pid))  # before PUBREC: ignored, PUBLISH still unacknowledged
+        assert r.done == [] and r.take() == []
+        r.feed(ack(v, PUBREC, pid))
+        assert r.take() == [unhex("62 02 00 01")]
+        assert r.s.in_flight() == 1 and r.done == []  # PUBREL unacknowledged until PUBCOMP
+        r.feed(ack(v, PUBCOMP, pid))
+        assert r.done == [(pid, 0)] and r.s.pending() == 0
+        if v == 5:
+            pid = r.s.publish(b"a/b", b"hi", 2)
+            r.take()
+            r.feed(ack(v, PUBREC, pid, 0x10))  # success code below 0x80: PUBREL follows
+            assert r.take() == [rel(pid)]
+            r.feed(ack(v, PUBCOMP, pid))
+            assert r.done[-1] == (pid, 0)
+
+
+def test_MQTT_4_4_0_2_error_ack_ends_flow_never_retransmitted():
+    # PUBACK/PUBREC >= 0x80 ends the flow: reported, slot and quota freed, no
+    # PUBREL, nothing resent later; other packet ids unaffected [U-4.13.2-a]
+    # [U-2.2.1-a] [MQTT-4.3.3-9]
+    r = Rig(5)
+    r.up(clean=False, props=[(PR.RECEIVE_MAXIMUM, 3)])
+    p1 = r.s.publish(b"e", b"1", 1)
+    p2 = r.s.publish(b"e", b"2", 2)
+    p3 = r.s.publish(b"e", b"3", 1)
+    assert len(r.take()) == 3 and r.s.quota == 0
+    r.feed(ack(5, PUBACK, p1, 0x80) + ack(5, PUBREC, p2, 0x87))
+    assert r.take() == []  # no PUBREL after a failing PUBREC
+    assert r.done == [(p1, 0x80), (p2, 0x87)]
+    assert r.s.quota == 2 and r.s.in_flight() == 1 and r.s.pending() == 1
+    r.s.lost()
+    assert r.up(clean=False, sp=True, props=[(PR.RECEIVE_MAXIMUM, 3)]) == [
+        pub(5, b"e", b"3", 1, p3, dup=True)]
+    # The ids of ended flows are free again
+    p4 = r.s.publish(b"e", b"4", 1)
+    p5 = r.s.publish(b"e", b"5", 1)
+    assert p3 not in (p4, p5) and p4 != p5 and 0 not in (p4, p5)
+
+
+def test_MQTT_4_3_3_6_no_publish_resend_after_pubrel():
+    # [MQTT-4.3.3-5] [MQTT-4.4.0-1] [MQTT-4.3.3-1 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up(clean=False)
+        pid = r.s.publish(b"q", b"2", 2)
+        r.take()
+        r.feed(ack(v, PUBREC, pid))
+        assert r.take() == [rel(pid)]
+        r.feed(ack(v, PUBREC, pid))  # PUBREC repeated: PUBREL again, never the PUBLISH
+        assert r.take() == [rel(pid)]
+        for _ in range(2):
+            r.s.lost()
+            assert r.up(clean=False, sp=True) == [rel(pid)]
+        r.feed(ack(v, PUBCOMP, pid))
+        assert r.done == [(pid, 0)]
+        r.s.lost()
+        assert r.up(clean=False, sp=True) == []
+
+
+def test_MQTT_2_2_1_3_packet_ids_nonzero_unused_and_wrap():
+    # 65534 messages go through a second slot while id 1 stays in flight:
+    # ids are never 0, never the one in use, and wrap after 65535.
+    # [MQTT-4.3.2-1] [MQTT-4.3.3-1] [MQTT-2.3.1-2 v3.1.1]
+    r = Rig(4, slots=2)
+    r.up()
+    s = r.s
+    first = s.publish(b"t", b"p", 1)
+    assert first == 1
+    ackb = bytearray(ack(4, PUBACK, 1))
+    prev = first
+    last = 0
+    n = 0
+    while n < 65534:
+        pid = s.publish(b"t", b"p", 1)
+        assert 0 < pid <= 65535 and pid != first and pid != prev, pid
+        ackb[2] = pid >> 8
+        ackb[3] = pid & 0xFF
+        r.feed(ackb)
+        prev = pid
+        last = max(last, pid)
+        n += 1
+        if n % 4096 == 0:
+            assert len(r.done) == 4096 and r.done[-1] == (pid, 0)
+            r.out = []
+            r.done = []
+    assert last == 65535
+    pid = s.publish(b"t", b"p", 1)  # 65535 was the last: wraps past 0 and the busy 1
+    assert pid == 2, pid
+    assert s.in_flight() == 2 and s.pending() == 2
+
+
+def test_MQTT_2_2_1_3_window_full_without_spinning():
+    # SUBSCRIBE and PUBLISH share one id space [U-2.2.1-b]; full slots give
+    # WINDOW_FULL at once and write nothing [U-2.2.1-a]
+    for v in BOTH:
+        r = Rig(v, slots=2)
+        r.up()
+        sp = r.s.subscribe([("f/#", 1)])
+        p1 = r.s.publish(b"t", b"1", 1)
+        p2 = r.s.publish(b"t", b"2", 2)
+        assert len(set((sp, p1, p2))) == 3 and 0 not in (sp, p1, p2)
+        assert len(r.take()) == 3
+        assert r.s.publish(b"t", b"3", 1) == S.WINDOW_FULL
+        assert r.s.publish(b"t", b"3", 2) == S.WINDOW_FULL
+        assert r.s.subscribe([("g", 0)]) == S.WINDOW_FULL  # one SUBSCRIBE at a time
+        assert r.take() == [] and r.s.pending() == 2
+        r.feed(ack(v, PUBACK, p1))
+        p3 = r.s.publish(b"t", b"3", 1)
+        assert p3 > 0 and p3 not in (sp, p2)
+        assert r.take() == [pub(v, b"t", b"3", 1, p3)]
+        r.feed(suback(v, sp, [1]))
+        sp2 = r.s.subscribe([("g", 0)])
+        assert sp2 > 0 and sp2 not in (p2, p3)
+
+
+# ---- Receiver flows --------------------------------------------------------------------
+
+def test_MQTT_4_3_2_4_qos1_puback_with_the_packet_id():
+    # [MQTT-3.3.4-1] [MQTT-2.2.1-5] [MQTT-4.3.2-2 v3.1.1] [MQTT-3.3.4-1 v3.1.1] [MQTT-2.3.1-6 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"s/1", b"x", 1, 0x1234, retain=True))
+        assert r.take() == [unhex("40 02 12 34")]
+        assert r.msgs == [(b"s/1", b"x", 1, 0, 1, 0x1234)]
+        r.feed(pub(v, b"s/0", b"y", 0))  # QoS 0: delivered, no response
+        assert r.take() == [] and r.msgs[1] == (b"s/0", b"y", 0, 0, 0, 0)
+
+
+def test_MQTT_4_3_2_5_same_id_after_puback_is_a_new_message():
+    # [MQTT-4.3.2-2 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"s", b"first", 1, 7))
+        r.feed(pub(v, b"s", b"second", 1, 7, dup=True))
+        assert [m[1] for m in r.msgs] == [b"first", b"second"]
+        assert r.take() == [unhex("40 02 00 07")] * 2
+
+
+def test_MQTT_4_3_3_10_qos2_duplicate_before_pubrel_delivered_once():
+    # [MQTT-4.3.3-8] [MQTT-4.3.3-2 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"d", b"once", 2, 5))
+        r.feed(pub(v, b"d", b"once", 2, 5, dup=True))
+        r.feed(pub(v, b"d", b"once", 2, 5, dup=True))
+        assert r.msgs == [(b"d", b"once", 2, 0, 0, 5)]
+        assert r.take() == [unhex("50 02 00 05")] * 3
+
+
+def test_MQTT_4_3_3_11_pubrel_answered_with_pubcomp():
+    # [MQTT-3.7.2-1] [MQTT-4.3.3-2 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"d", b"m", 2, 0x0102))
+        assert r.take() == [unhex("50 02 01 02")]
+        r.feed(ack(v, PUBREL, 0x0102))
+        assert r.take() == [unhex("70 02 01 02")]
+        r.feed(ack(v, PUBREL, 0x0102))  # already released: "not found" on 5.0
+        assert r.take() == [unhex("70 03 01 02 92" if v == 5 else "70 02 01 02")]
+        assert len(r.msgs) == 1
+
+
+def test_MQTT_4_3_3_13_qos2_receiver_completes_despite_expiry():
+    # The client applies no expiry to what it receives: however late the
+    # PUBREL, the flow completes and the message was delivered once.
+    r = Rig(5)
+    r.up(keepalive=0)
+    r.feed(pub(5, b"e", b"m", 2, 21, props=[(PR.MESSAGE_EXPIRY, 1)]))
+    r.t += 3600000
+    r.s.tick()
+    r.feed(pub(5, b"e", b"m", 2, 21, dup=True, props=[(PR.MESSAGE_EXPIRY, 1)])
+           + ack(5, PUBREL, 21))
+    assert r.take() == [unhex("50 02 00 15"), unhex("50 02 00 15"), unhex("70 02 00 15")]
+    assert len(r.msgs) == 1
+
+
+def test_MQTT_4_3_3_12_same_id_after_pubcomp_is_a_new_message():
+    # [MQTT-4.3.3-2 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"d", b"one", 2, 3) + ack(v, PUBREL, 3))
+        r.feed(pub(v, b"d", b"two", 2, 3) + pub(v, b"d", b"two", 2, 3, dup=True))
+        assert [m[1] for m in r.msgs] == [b"one", b"two"]
+        assert r.take() == [unhex("50 02 00 03"), unhex("70 02 00 03"), unhex("50 02 00 03"),
+                            unhex("50 02 00 03")]
+
+
+def test_MQTT_4_6_0_2_acks_in_arrival_order():
+    # [MQTT-4.6.0-3] [MQTT-4.6.0-2 v3.1.1] [MQTT-4.6.0-3 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        r.feed(pub(v, b"a", b"1", 1, 3) + pub(v, b"b", b"2", 2, 1) + pub(v, b"c", b"3", 1, 2)
+               + pub(v, b"d", b"4", 0) + pub(v, b"e", b"5", 2, 4))
+        assert r.take() == [unhex("40 02 00 03"), unhex("50 02 00 01"), unhex("40 02 00 02"),
+                            unhex("50 02 00 04")]
+        assert [m[0] for m in r.msgs] == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_MQTT_4_6_0_4_pubrel_in_pubrec_order():
+    # [MQTT-4.6.0-4 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        p = [r.s.publish(b"o", b"x", 2) for _ in range(3)]
+        r.take()
+        r.feed(ack(v, PUBREC, p[1]) + ack(v, PUBREC, p[2]) + ack(v, PUBREC, p[0]))
+        assert r.take() == [rel(p[1]), rel(p[2]), rel(p[0])]
+
+
+def test_MQTT_4_5_0_2_callback_error_still_acknowledged():
+    # [MQTT-4.5.0-2 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        calls = []
+
+        def boom(m):
+            calls.append(m.pid)
+            raise ValueError("application failed")
+
+        r.s.on_message = boom
+        r.feed(pub(v, b"x", b"1", 1, 10) + pub(v, b"x", b"2", 2, 11)
+               + pub(v, b"x", b"2", 2, 11, dup=True))
+        assert calls == [10, 11]
+        assert isinstance(r.s.callback_error, ValueError)
+        assert r.take() == [unhex("40 02 00 0A"), unhex("50 02 00 0B"), unhex("50 02 00 0B")]
+        assert r.s.connected
+        r.feed(ack(v, PUBREL, 11))
+        assert r.take() == [unhex("70 02 00 0B")]
+
+
+# ---- Flow control ---------------------------------------------------------------------------
+
+def test_MQTT_4_9_0_1_quota_starts_at_server_receive_maximum():
+    # A new connection resets the quota; what is still in flight counts [U-4.9-a]
+    r = Rig(5)
+    r.up(clean=False, props=[(PR.RECEIVE_MAXIMUM, 3)])
+    assert r.s.quota == 3
+    r.s.publish(b"q", b"1", 1)
+    r.s.publish(b"q", b"2", 2)
+    assert r.s.quota == 1 and len(r.take()) == 2
+    r.s.lost()
+    assert len(r.up(clean=False, sp=True, props=[(PR.RECEIVE_MAXIMUM, 5)])) == 2
+    assert r.s.quota == 3
+    # No Receive Maximum in CONNACK: 65,535; 3.1.1 has no limit either
+    for v in BOTH:
+        r = Rig(v)
+        r.up()
+        assert r.s.quota == 65535
+        for i in range(6):
+            r.s.publish(b"q", b"x", 1 + i % 2)
+        assert len(r.take()) == 6 and r.s.quota == 65529
+
+
+def test_MQTT_4_9_0_2_zero_quota_stops_only_qos_publishes():
+    # [MQTT-3.3.4-7] [MQTT-3.3.4-8] [MQTT-4.9.0-3]
+    r = Rig(5)
+    r.up(keepalive=10, props=[(PR.RECEIVE_MAXIMUM, 2)])
+    p1 = r.s.publish(b"f", b"1", 1)
+    p2 = r.s.publish(b"f", b"2", 2)
+    assert r.take() == [pub(5, b"f", b"1", 1, p1), pub(5, b"f", b"2", 2, p2)]
+    assert r.s.quota == 0
+    p3 = r.s.publish(b"f", b"3", 1)
+    p4 = r.s.publish(b"f", b"4", 2)
+    assert p3 > 0 and p4 > 0 and r.take() == []  # stored, not sent
+    assert r.s.in_flight() == 2 and r.s.pending() == 4
+    # Everything else still goes out and is still answered
+    assert r.s.publish(b"f", b"0", 0) == 0
+    sp = r.s.subscribe([("f", 1)])
+    r.feed(pub(5, b"in", b"x", 1, 40) + ack(5, PUBREC, p2))
+    r.t += 10000
+    r.s.tick()
+    assert r.take() == [pub(5, b"f", b"0", 0), b"\x82\x07" + u16(sp) + b"\x00\x00\x01f\x01",
+                        unhex("40 02 00 28"), rel(p2), b"\xc0\x00"]
+    # A PUBACK frees one unit: the oldest stored message goes, in order
+    r.feed(ack(5, PUBACK, p1))
+    assert r.take() == [pub(5, b"f", b"3", 1, p3)]
+    r.feed(ack(5, PUBCOMP, p2))
+    assert r.take() == [pub(5, b"f", b"4", 2, p4)]
+    assert r.s.quota == 0 and r.s.in_flight() == 2
+
+
+def test_U_4_9_a_quota_restored_by_every_ending_ack():
+    # PUBACK (any code), PUBCOMP and PUBREC >= 0x80 give one unit back; never
+    # above the initial value [MQTT-4.9.0-2]
+    r = Rig(5)
+    r.up(props=[(PR.RECEIVE_MAXIMUM, 1)])
+    p1 = r.s.publish(b"u", b"1", 1)
+    p2 = r.s.publish(b"u", b"2", 2)
+    p3 = r.s.publish(b"u", b"3", 2)
+    p4 = r.s.publish(b"u", b"4", 1)
+    assert r.take() == [pub(5, b"u", b"1", 1, p1)]
+    r.feed(ack(5, PUBACK, p1, 0x80))
+    assert r.take() == [pub(5, b"u", b"2", 2, p2)]
+    r.feed(ack(5, PUBREC, p2))
+    assert r.take() == [rel(p2)] and r.s.quota == 0  # PUBREC < 0x80 keeps the unit
+    r.feed(ack(5, PUBCOMP, p2))
+    assert r.take() == [pub(5, b"u", b"3", 2, p3)]
+    r.feed(ack(5, PUBREC, p3, 0x87))
+    assert r.take() == [pub(5, b"u", b"4", 1, p4)]
+    r.feed(ack(5, PUBACK, 77) + ack(5, PUBCOMP, 78))  # acks for nothing
+    assert r.s.quota == 0 and r.take() == []
+    r.feed(ack(5, PUBACK, p4) + ack(5, PUBACK, p4))
+    assert r.s.quota == 1
+    assert r.done == [(p1, 0x80), (p2, 0), (p3, 0x87), (p4, 0)]
+
+
+# ---- Topic aliases, outbound ---------------------------------------------------------------
+
+def test_MQTT_3_2_2_18_no_topic_alias_without_maximum():
+    for v in BOTH:
+        r = Rig(v)  # session able to use 8 aliases
+        r.up()
+        r.s.publish(b"x/y", b"p", 0)
+        r.s.publish(b"x/y", b"p", 0)
+        pid = r.s.publish(b"x/y", b"p", 1)
+        assert r.take() == [pub(v, b"x/y", b"p")] * 2 + [pub(v, b"x/y", b"p", 1, pid)]
+
+
+def test_MQTT_3_2_2_17_topic_alias_never_above_server_maximum():
+    # [MQTT-3.3.2-9] [MQTT-3.3.2-8]
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 2)])
+    for t in (b"a", b"b", b"c", b"d", b"a", b"c", b"b"):
+        r.s.publish(t, b"p", 0)
+    got = [alias_of(p) for p in r.take()]
+    # (alias, topic length): a, b get 1 and 2; c, d none; a, b reuse theirs
+    assert got == [(1, 1), (2, 1), (0, 1), (0, 1), (1, 0), (0, 1), (2, 0)], got
+    # The session's own table is smaller than the server's maximum
+    r = Rig(5, aliases_out=1)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 10)])
+    for t in (b"a", b"b", b"a", b"b"):
+        r.s.publish(t, b"p", 0)
+    assert [alias_of(p) for p in r.take()] == [(1, 1), (0, 1), (1, 0), (0, 1)]
+
+
+def test_MQTT_3_3_2_8_first_publish_full_topic_then_empty_topic():
+    # [MQTT-3.3.2-9] [MQTT-3.2.2-17]
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    r.s.publish(b"a/b", b"hi", 0)
+    r.s.publish(b"a/b", b"hi", 0)
+    # Written by hand: topic + alias 1, then empty topic + alias 1
+    assert r.take() == [unhex("30 0B 00 03 61 2F 62 03 23 00 01 68 69"),
+                        unhex("30 08 00 00 03 23 00 01 68 69")]
+    props = [(PR.USER_PROPERTY, ("k", "v"))]
+    p1 = r.s.publish(b"a/b", b"q1", 1, False, props)
+    p2 = r.s.publish("sensors/temp", b"21.5", 2, True, props)  # str topics work too
+    p3 = r.s.publish("sensors/temp", b"21.6", 2, True, props)
+    assert r.take() == [pub(5, b"", b"q1", 1, p1, props=props, alias=1),
+                        pub(5, "sensors/temp", b"21.5", 2, p2, True, props=props, alias=2),
+                        pub(5, b"", b"21.6", 2, p3, True, props=props, alias=2)]
+
+
+def test_MQTT_3_3_2_7_outbound_aliases_forgotten_on_new_connection():
+    r = Rig(5)
+    r.up(clean=False, props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    r.s.publish(b"a/b", b"0", 0)
+    pid = r.s.publish(b"a/b", b"1", 1)
+    assert r.take() == [pub(5, b"a/b", b"0", alias=1), pub(5, b"", b"1", 1, pid, alias=1)]
+    r.s.lost()
+    # The resent image names its topic and carries no alias
+    got = r.up(clean=False, sp=True, props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    assert got == [pub(5, b"a/b", b"1", 1, pid, dup=True)], hl(got)
+    r.s.publish(b"a/b", b"2", 0)
+    assert r.take() == [pub(5, b"a/b", b"2", alias=1)]  # a new mapping, full topic
+    r.s.lost()
+    r.up(clean=False, sp=True)  # this server takes no aliases
+    r.s.publish(b"a/b", b"3", 0)
+    assert r.take() == [pub(5, b"a/b", b"3")]
+
+
+# ---- Topic aliases, inbound ---------------------------------------------------------------
+
+def test_MQTT_3_3_2_10_inbound_aliases_accepted_up_to_our_maximum():
+    r = Rig(5, aliases_in=4)
+    r.s.connect(60, True)
+    (c,) = r.take()
+    assert C.decode_packet(_PKT, c, 0, len(c), 5) == codec.CONNECT
+    assert (PR.TOPIC_ALIAS_MAXIMUM, 4) in _PKT.extra.props
+    r.feed(connack(5))
+    r.feed(pub(5, b"t/one", b"1", alias=1) + pub(5, b"t/four", b"4", 1, 1, alias=4)
+           + pub(5, b"", b"5", alias=4) + pub(5, b"", b"6", 2, 2, alias=1))
+    assert [(m[0], m[1]) for m in r.msgs] == [(b"t/one", b"1"), (b"t/four", b"4"),
+                                              (b"t/four", b"5"), (b"t/one", b"6")]
+    assert r.take() == [unhex("40 02 00 01"), unhex("50 02 00 02")]
+
+
+def test_U_3_3_4_b_inbound_alias_mapping_update():
+    r = Rig(5, aliases_in=2)
+    r.up()
+    r.feed(pub(5, b"first", b"1", alias=2) + pub(5, b"", b"2", alias=2)
+           + pub(5, b"second", b"3", alias=2) + pub(5, b"", b"4", alias=2))
+    assert [m[0] for m in r.msgs] == [b"first", b"first", b"second", b"second"]
+
+
+def test_MQTT_3_3_2_7_inbound_aliases_forgotten_on_new_connection():
+    # [U-3.3.4-c] [U-4.13.1-a]
+    r = Rig(5, aliases_in=2)
+    r.up(clean=False)
+    r.feed(pub(5, b"kept?", b"1", alias=1))
+    r.s.lost()
+    r.up(clean=False, sp=True)
+    e = raises(codec.MQTTError, r.feed, pub(5, b"", b"2", alias=1))
+    assert e.reason == 0x82
+    assert r.take() == [unhex("E0 01 82")] and not r.s.connected
+    assert len(r.msgs) == 1
+
+
+# ---- Message expiry ---------------------------------------------------------------------------
+
+def _exp(s):
+    return [(PR.MESSAGE_EXPIRY, s)]
+
+
+def test_MQTT_4_3_3_7_qos2_expiry_untouched_once_sent():
+    r = Rig(5)
+    r.up(clean=False)
+    pid = r.s.publish(b"x", b"2", 2, False, _exp(100))
+    assert r.take() == [pub(5, b"x", b"2", 2, pid, props=_exp(100))]
+    r.s.lost()
+    r.t += 200000  # well past its expiry
+    assert r.up(clean=False, sp=True) == [pub(5, b"x", b"2", 2, pid, dup=True, props=_exp(100))]
+    assert r.done == []
+
+
+def test_MQTT_4_3_3_7_qos1_expiry_lowered_by_waiting_time():
+    # The contrast: QoS 1 (sent or never sent) and unsent QoS 2 messages carry
+    # the interval left when they are (re)sent.
+    r = Rig(5)
+    r.up(clean=False)
+    props = [(PR.USER_PROPERTY, ("a", "b")), (PR.MESSAGE_EXPIRY, 100), (PR.CONTENT_TYPE, "t")]
+    p1 = r.s.publish(b"x", b"1", 1, False, props)
+    assert r.take() == [pub(5, b"x", b"1", 1, p1, props=props)]
+    r.s.lost()
+    r.t += 30000
+    p2 = r.s.publish(b"x", b"2", 1, False, _exp(100))  # queued while offline
+    p3 = r.s.publish(b"x", b"3", 2, False, _exp(100))
+    r.t += 10500
+    got = r.up(clean=False, sp=True)
+    left = [(PR.USER_PROPERTY, ("a", "b")), (PR.MESSAGE_EXPIRY, 60), (PR.CONTENT_TYPE, "t")]
+    assert got == [pub(5, b"x", b"1", 1, p1, dup=True, props=left),
+                   pub(5, b"x", b"2", 1, p2, props=_exp(90)),
+                   pub(5, b"x", b"3", 2, p3, props=_exp(90))], hl(got)
+    # A QoS 1 message waiting for quota is lowered too
+    r = Rig(5)
+    r.up(props=[(PR.RECEIVE_MAXIMUM, 1)])
+    p1 = r.s.publish(b"y", b"1", 1)
+    p2 = r.s.publish(b"y", b"2", 1, False, _exp(50))
+    r.t += 20000
+    r.feed(ack(5, PUBACK, p1))
+    assert r.take() == [pub(5, b"y", b"1", 1, p1), pub(5, b"y", b"2", 1, p2, props=_exp(30))]
+
+
+def test_MQTT_4_3_3_7_expired_stored_messages_dropped():
+    r = Rig(5)
+    r.up(clean=False)
+    p1 = r.s.publish(b"z", b"1", 1, False, _exp(10))
+    r.take()
+    r.s.lost()
+    p2 = r.s.publish(b"z", b"2", 2, False, _exp(5))  # never sent: expiry applies
+    p3 = r.s.publish(b"z", b"3", 1)
+    r.t += 20000
+    assert r.up(clean=False, sp=True) == [pub(5, b"z", b"3", 1, p3)]
+    assert sorted(r.done) == sorted([(p1, S.EXPIRED), (p2, S.EXPIRED)])
+    assert r.s.pending() == 1 and r.s.quota == 65534
+
+
+# ---- Keep-alive -----------------------------------------------------------------------------------
+
+def test_MQTT_3_1_2_20_pingreq_after_keepalive_idle():
+    # [MQTT-3.1.2-23 v3.1.1]
+    for v in BOTH:
+        r = Rig(v)
+        r.up(keepalive=10)
+        assert r.s.next_timeout() == 10000
+        r.t += 9999
+        r.s.tick()
+        assert r.take() == [] and r.s.next_timeout() == 1
+        r.t += 1
+        r.s.tick()
+        assert r.take() == [b"\xc0\x00"]
+        r.s.tick()  # one PINGREQ at a time
+        assert r.take() == []
+        r.feed(b"\xd0\x00")
+        r.t += 10000
+        r.s.tick()
+        assert r.take() == [b"\xc0\x00"]
+        # Keep alive 0: no PINGREQ ever
+        r = Rig(v)
+        r.up(keepalive=0)
+        r.t += 10000000
+        r.s.tick()
+        assert r.take() == [] and r.s.next_timeout() == -1
+
+
+def test_MQTT_3_1_2_21_server_keep_alive_replaces_ours():
+    r = Rig(5)
+    r.up(keepalive=60, props=[(PR.SERVER_KEEP_ALIVE, 5)])
+    r.t += 5000
+    r.s.tick()
+    assert r.take() == [b"\xc0\x00"]
+
+
+# ---- Zero allocation (heap locked under MicroPython) ----------------------------------------------
+
+class _Capture:
+    """write() that copies each packet into one fixed buffer."""
+
+    def __init__(self, size, count):
+        self.buf = bytearray(size)
+        self.ends = array("H", bytes(2 * count))
+        self.n = 0
+        self.used = 0
+
+    def write(self, buf, off, n):
+        b = self.buf
+        o = self.used
+        i = 0
+        while i < n:
+            b[o + i] = buf[off + i]
+            i += 1
+        self.used = o + n
+        self.ends[self.n] = o + n
+        self.n += 1
+
+    def clear(self):
+        self.n = 0
+        self.used = 0
+
+    def packets(self):
+        out = []
+        start = 0
+        for i in range(self.n):
+            out.append(bytes(self.buf[start:self.ends[i]]))
+            start = self.ends[i]
+        return out
+
+
+class _Stream:
+    """A non-blocking stream over fixed bytes: readinto() copies, None when empty."""
+
+    def __init__(self, size):
+        self.data = bytearray(size)
+        self.len = 0
+        self.pos = 0
+
+    def load(self, chunks):
+        o = 0
+        for c in chunks:
+            self.data[o:o + len(c)] = c
+            o += len(c)
+        self.len = o
+        self.pos = 0
+
+    def readinto(self, buf, n=-1):
+        if n < 0:
+            n = len(buf)
+        left = self.len - self.pos
+        if left <= 0:
+            return None
+        if n > left:
+            n = left
+        d = self.data
+        p = self.pos
+        i = 0
+        while i < n:
+            buf[i] = d[p + i]
+            i += 1
+        self.pos = p + n
+        return n
+
+
+_NA_NOW = [50000]
+
+
+def _na_clock():
+    return _NA_NOW[0]
+
+
+_NA_CAP = _Capture(4096, 64)
+_NA_IN = _Stream(2048)
+_NA_S = S.Session("noalloc", _NA_CAP.write, 5, clock=_na_clock)
+_NA_T1 = b"na/one"
+_NA_T2 = b"na/two"
+_NA_T3 = b"na/three"
+_NA_PAY = b"payload bytes"
+_NA_PROPS = [(PR.MESSAGE_EXPIRY, 3600), (PR.CONTENT_TYPE, b"text/plain"),
+             (PR.USER_PROPERTY, (b"k", b"v"))]
+_NA_PIDS = array("i", [0, 0, 0])
+_NA_DONE = array("i", bytes(4 * 16))  # pid, reason pairs
+_NA_DN = [0]
+_NA_GOT = array("i", [0, 0, 0])  # messages, topic matches T1, payload bytes
+
+
+def _na_done(pid, reason):
+    i = _NA_DN[0]
+    _NA_DONE[i] = pid
+    _NA_DONE[i + 1] = reason
+    _NA_DN[0] = i + 2
+
+
+def _na_msg(m):
+    _NA_GOT[0] += 1
+    if m.topic_is(_NA_T1):
+        _NA_GOT[1] += 1
+    _NA_GOT[2] += m.payload_len
+
+
+_NA_S.on_done = _na_done
+_NA_S.on_message = _na_msg
+
+
+def _na_connect():
+    """A fresh connection for the no-alloc session (allocates: not locked)."""
+    _NA_S.connect(60, True)
+    _NA_IN.load([connack(5, props=[(PR.TOPIC_ALIAS_MAXIMUM, 4), (PR.RECEIVE_MAXIMUM, 20)])])
+    _na_drain()
+    assert _NA_S.connected
+    _NA_CAP.clear()
+    _NA_DN[0] = 0
+    _NA_S.callback_error = None
+    for i in range(3):
+        _NA_GOT[i] = 0
+
+
+def _na_publish(t_q2):
+    s = _NA_S
+    _NA_PIDS[0] = s.publish(_NA_T1, _NA_PAY, 0, False, _NA_PROPS)
+    _NA_PIDS[1] = s.publish(_NA_T1, _NA_PAY, 1, False, _NA_PROPS)
+    _NA_PIDS[2] = s.publish(t_q2, _NA_PAY, 2, False, _NA_PROPS)
+
+
+def _na_drain():
+    f = _NA_S.framer
+    s = _NA_S
+    while f.read_from(_NA_IN):
+        s.receive()
+
+
+def _na_acks():
+    p1 = _NA_PIDS[1]
+    p2 = _NA_PIDS[2]
+    _NA_IN.load([ack(5, PUBACK, p1), ack(5, PUBREC, p2), ack(5, PUBCOMP, p2)])
+
+
+def test_no_alloc_publish_qos012_with_props_and_alias_and_acks():
+    _na_connect()
+    # Warm up once: T1 gets alias 1, T2 alias 2
+    _na_publish(_NA_T2)
+    _na_acks()
+    _na_drain()
+    assert _NA_DN[0] == 4
+    _NA_CAP.clear()
+    _NA_DN[0] = 0
+    # Locked: T1 reuses alias 1 (empty topic), T3 takes the new alias 3
+    no_alloc(_na_publish, _NA_T3)
+    p1 = _NA_PIDS[1]
+    p2 = _NA_PIDS[2]
+    assert _NA_PIDS[0] == 0 and p1 > 0 and p2 > 0
+    assert _NA_CAP.packets() == [pub(5, b"", _NA_PAY, 0, props=_NA_PROPS, alias=1),
+                                 pub(5, b"", _NA_PAY, 1, p1, props=_NA_PROPS, alias=1),
+                                 pub(5, _NA_T3, _NA_PAY, 2, p2, props=_NA_PROPS, alias=3)]
+    _NA_CAP.clear()
+    _na_acks()
+    no_alloc(_na_drain)
+    assert _NA_CAP.packets() == [rel(p2)]
+    assert list(_NA_DONE[:_NA_DN[0]]) == [p1, 0, p2, 0]
+    assert _NA_S.pending() == 0 and _NA_S.quota == 20
+
+
+def _na_inbound():
+    _NA_IN.load([pub(5, _NA_T1, _NA_PAY, 1, 10, props=_NA_PROPS),
+                 pub(5, _NA_T1, b"x", 2, 11, props=[(PR.PAYLOAD_FORMAT, 1)]),
+                 ack(5, PUBREL, 11),
+                 pub(5, _NA_T2, b"yy", 0, alias=1),
+                 pub(5, b"", b"zzz", 2, 12, alias=1),
+                 pub(5, b"", b"zzz", 2, 12, dup=True, alias=1),
+                 ack(5, PUBREL, 12)])
+
+
+def test_no_alloc_inbound_qos1_qos2_dispatch():
+    _na_connect()
+    _na_inbound()
+    _na_drain()  # warm up
+    want = [unhex("40 02 00 0A"), unhex("50 02 00 0B"), unhex("70 02 00 0B"),
+            unhex("50 02 00 0C"), unhex("50 02 00 0C"), unhex("70 02 00 0C")]
+    assert _NA_CAP.packets() == want
+    assert list(_NA_GOT) == [4, 2, len(_NA_PAY) + 1 + 2 + 3]
+    _na_connect()
+    _na_inbound()
+    no_alloc(_na_drain)
+    assert _NA_S.callback_error is None  # on_message ran without a MemoryError
+    assert _NA_CAP.packets() == want
+    assert list(_NA_GOT) == [4, 2, len(_NA_PAY) + 1 + 2 + 3]
+    assert _NA_S.connected
