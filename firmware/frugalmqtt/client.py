@@ -12,12 +12,12 @@ except ImportError:  # CPython
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-from .session import Session, ServerError, WINDOW_FULL
+from .session import ServerError, WINDOW_FULL
 from .codec import MQTTError, CONNACK, SUBACK, UNSUBACK
-from .transport import Transport
+from .base import ClientBase
 
 
-class MQTTClient:
+class MQTTClient(ClientBase):
     """An MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
     Session sizing keywords (max_packet, tx_size, slots, slot_size, inbound,
@@ -29,65 +29,6 @@ class MQTTClient:
     reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
     """
 
-    def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
-                 keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
-                 connect_props=None, reconnect=True, backoff_ms=(250, 30000),
-                 timeout_ms=10000, clock=None, **sizes):
-        self.server = server
-        self.port = port or (8883 if ssl else 1883)
-        self.user = user
-        self.password = password
-        self.keepalive = keepalive
-        self.ssl = ssl
-        self.clean = clean
-        # A session that outlives the connection needs a session expiry on 5.0
-        # (0 would end it on disconnect) [MQTT-3.1.2-23].
-        if session_expiry is None and not clean and version >= 5:
-            session_expiry = 0xFFFFFFFF
-        self.session_expiry = session_expiry
-        self.will = will
-        self.connect_props = connect_props
-        self.reconnect = reconnect
-        self.backoff_min, self.backoff_max = backoff_ms
-        self.timeout_ms = timeout_ms
-        self.sock = None
-        self.connects = 0
-        if clock is not None:
-            sizes["clock"] = clock
-        self.s = Session(client_id, self._write, version, **sizes)
-        self.on_message = None
-        self.on_done = None
-        self.s.on_message = self._on_message
-        self.s.on_done = self._on_done
-        self.s.on_suback = self._on_suback
-        self.suback_pid = 0  # last SUBACK/UNSUBACK seen
-        self.suback_code = 0
-
-    # ---- callbacks pass through (settable after construction) -------------
-
-    def _on_message(self, msg):
-        if self.on_message:
-            self.on_message(msg)
-
-    def _on_done(self, pid, reason):
-        if self.on_done:
-            self.on_done(pid, reason)
-
-    def _on_suback(self, pkt):
-        self.suback_pid = pkt.pid
-        self.suback_code = pkt.buf[pkt.data] if pkt.data_len else 0
-
-    def _write(self, buf, off, n):
-        if self.sock is None:
-            raise OSError("no connection")
-        self.sock.write(buf, off, n)
-
-    # ---- connection -------------------------------------------------------
-
-    @property
-    def connected(self):
-        return self.s.connected
-
     def connect(self, clean=None):
         """Open the connection and wait for CONNACK. Returns session present
         (True when the server resumed our session). Raises ServerError when
@@ -95,12 +36,8 @@ class MQTTClient:
         if clean is not None:
             self.clean = clean
         self.close()
-        self.sock = Transport(self.server, self.port, self.ssl, self.timeout_ms)
-        # After the first connect, resume the session unless asked otherwise
-        clean_start = self.clean and self.connects == 0
+        self._open()
         try:
-            self.s.connect(self.keepalive, clean_start, self.connect_props, self.will, self.user,
-                           self.password, self.session_expiry)
             if not self._wait_for(CONNACK, self.timeout_ms):
                 raise OSError("no CONNACK")
         except Exception:
@@ -108,13 +45,6 @@ class MQTTClient:
             raise
         self.connects += 1
         return bool(self.s.session_present)
-
-    def close(self):
-        """Close the socket without DISCONNECT (the session is kept)."""
-        self.s.lost()
-        if self.sock:
-            self.sock.close()
-            self.sock = None
 
     def disconnect(self, reason=0):
         """Send DISCONNECT and close [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
@@ -128,9 +58,10 @@ class MQTTClient:
         delay = self.backoff_min
         while not self.s.connected:
             try:
-                self.connect()
+                if not self.connect():
+                    self._resubscribe()
                 return
-            except (OSError, MQTTError, ServerError) as e:
+            except (OSError, MQTTError, ServerError, EOFError) as e:  # EOF: closed in connect()
                 if not self.reconnect:
                     raise
                 self.last_error = e
@@ -179,7 +110,10 @@ class MQTTClient:
             left = timeout_ms - ticks_diff(ticks_ms(), start)
             if left <= 0:
                 return False
-            if self._poll(left) == ptype and (ptype != CONNACK or self.s.connected):
+            t = self._poll(left)
+            # CONNACK: connected, even when packets right behind it (resent
+            # acks, queued messages) were handled in the same poll
+            if self.s.connected if ptype == CONNACK else t == ptype:
                 return True
             if not self.s.link:
                 raise OSError("connection lost")
@@ -199,6 +133,8 @@ class MQTTClient:
         start = ticks_ms()
         while True:
             pid = self.s.publish(topic, payload, qos, retain, props)
+            if pid == WINDOW_FULL and self.in_callback:
+                return pid  # polling here would reuse the packet being handled
             if pid != WINDOW_FULL:
                 if not self.s.link and self.reconnect:
                     self.close()
@@ -221,11 +157,27 @@ class MQTTClient:
 
     def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1):
         """Subscribe to one filter and wait for SUBACK; returns its reason code
-        (the granted QoS, or >= 0x80 when refused)."""
-        return self._sub(self.s.subscribe, ((topic, qos | options),), props, timeout_ms)
+        (the granted QoS, or >= 0x80 when refused). The subscription is made
+        again after a reconnect that found no session on the server."""
+        code = self._sub(self.s.subscribe, ((topic, qos | options),), props, timeout_ms)
+        if code < 0x80:
+            self._forget(topic)
+            self.subscriptions.append((topic, qos | options, props))
+        return code
 
     def unsubscribe(self, topic, props=None, timeout_ms=-1):
+        self._forget(topic)
         return self._sub(self.s.unsubscribe, (topic,), props, timeout_ms)
+
+    def _forget(self, topic):
+        for i in range(len(self.subscriptions)):
+            if self.subscriptions[i][0] == topic:
+                del self.subscriptions[i]
+                return
+
+    def _resubscribe(self):
+        for topic, opts, props in self.subscriptions:
+            self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
 
     def _sub(self, fn, items, props, timeout_ms):
         if not self.s.connected:

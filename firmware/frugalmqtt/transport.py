@@ -19,7 +19,10 @@ class Transport:
             s.settimeout(timeout_ms / 1000)
             s.connect(addr)
             try:  # every packet leaves in one write: don't let Nagle hold it
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # The unix port's socket module has no IPPROTO_TCP/TCP_NODELAY
+                # names but takes the numbers (6 and 1 on Linux, BSD and lwIP)
+                s.setsockopt(getattr(socket, "IPPROTO_TCP", 6),
+                             getattr(socket, "TCP_NODELAY", 1), 1)
             except (AttributeError, OSError):
                 pass  # a port without TCP_NODELAY
             if ssl_context is not None:

@@ -1,0 +1,332 @@
+"""frugalmqtt.aclient.AMQTTClient against a real broker. Every function runs
+unchanged under CPython (called in-process by tests/test_aclient_mosquitto.py)
+and under the MicroPython unix port (via mp_run.py); each asserts what it can
+see itself and returns facts for the host to compare with its independent
+paho-mqtt observer. Plain asserts only; no f-strings."""
+import sys
+import gc
+import asyncio
+
+from frugalmqtt.aclient import AMQTTClient
+from frugalmqtt.control import Will
+from frugalmqtt.session import ServerError
+
+MP = sys.implementation.name == "micropython"
+
+
+def _ms(ms):
+    return asyncio.sleep_ms(ms) if MP else asyncio.sleep(ms / 1000)
+
+
+def _client(host, port, cid, version, **kw):
+    kw.setdefault("timeout_ms", 5000)
+    kw.setdefault("backoff_ms", (50, 500))
+    return AMQTTClient(cid, host, port, version, **kw)
+
+
+async def _until(cond, ms=8000):
+    """Wait until cond() holds (checked every 10 ms); False after ms."""
+    waited = 0
+    while not cond():
+        if waited >= ms:
+            return False
+        await _ms(10)
+        waited += 10
+    return True
+
+
+def _recorder(c, out):
+    def on_message(m):
+        out.append((bytes(m.topic), bytes(m.payload), m.qos, bool(m.retain)))
+    c.on_message = on_message
+
+
+def _payloads(got, topic):
+    t = topic.encode()
+    return [(g[1], g[2]) for g in got if g[0] == t]
+
+
+def _break(c):
+    """Make the server drop the connection, keeping the session: packet type 0
+    is reserved, forbidden on the wire (mosquitto closes the link; a second
+    CONNECT [MQTT-3.1.0-2] would also make it discard the session)."""
+    c.sock.write(b"\x00\x00", 0, 2)
+
+
+def _text(items):
+    return [[x.decode() if isinstance(x, bytes) else x for x in i] for i in items]
+
+
+# ---- publish and receive at QoS 0/1/2 ---------------------------------------------
+
+def pubsub(host, port, tag, version, n=5):
+    return asyncio.run(_pubsub(host, port, tag, version, n))
+
+
+async def _pubsub(host, port, tag, version, n):
+    got = []
+    # a: publishes through a window of only 2 slots (publish() waits for one)
+    # and receives with on_message; b: receives through messages().
+    a = _client(host, port, tag + "-a", version, slots=2)
+    _recorder(a, got)
+    b = _client(host, port, tag + "-b", version)
+    assert await a.connect() is False
+    assert await b.connect() is False
+    codes = [await a.subscribe(tag + "/ps/#", 2), await a.subscribe(tag + "/ctl", 1),
+             await b.subscribe(tag + "/it/#", 1)]
+    assert codes == [2, 1, 1], codes
+    it_got = []
+    it = b.messages()
+
+    async def consume():
+        async for topic, payload, retained in it:
+            it_got.append((topic, payload, retained))
+            if payload == b"it-end":
+                return
+
+    task = asyncio.create_task(consume())
+    pids = []
+    most_pending = 0
+    for q in (0, 1, 2):
+        for i in range(n):
+            pids.append(await a.publish(tag + "/ps/q%d" % q, b"%d-%d" % (q, i), q))
+            most_pending = max(most_pending, a.s.pending())
+            await a.publish(tag + "/it/q%d" % q, b"it%d-%d" % (q, i), q)
+            most_pending = max(most_pending, a.s.pending())
+    await a.publish(tag + "/it/end", b"it-end", 2)
+    await a.flush()
+    assert a.s.pending() == 0
+    assert most_pending <= 2, most_pending
+    assert pids[:n] == [0] * n
+    assert all(p > 0 for p in pids[n:]), pids
+    assert await _until(lambda: len(got) == 3 * n), got
+    await asyncio.wait_for(task, 8)
+    for q in (0, 1, 2):
+        want = [(b"%d-%d" % (q, i), q) for i in range(n)]
+        assert _payloads(got, tag + "/ps/q%d" % q) == want, (q, got)
+        it_want = [((tag + "/it/q%d" % q).encode(), b"it%d-%d" % (q, i), False)
+                   for i in range(n)]
+        assert [m for m in it_got if m[0] == it_want[0][0]] == it_want, (q, it_got)
+    # After UNSUBACK nothing more arrives on the filter: "after" would come
+    # before "marker" (same publisher, same QoS, one subscriber).
+    unsub = await a.unsubscribe(tag + "/ps/#")
+    assert unsub == 0
+    await a.publish(tag + "/ps/after", b"after", 1)
+    await a.publish(tag + "/ctl", b"marker", 1)
+    assert await _until(lambda: len(got) == 3 * n + 1), got
+    assert got[-1] == ((tag + "/ctl").encode(), b"marker", 1, False), got[-1]
+    await a.disconnect()
+    await b.disconnect()
+    assert not a.connected and not b.connected
+    try:
+        await a.publish(tag + "/ps/late", b"late", 0)
+        late = "published"
+    except OSError:
+        late = "OSError"
+    assert late == "OSError"
+    return {"codes": codes, "unsub": unsub, "received": len(got), "iterated": len(it_got)}
+
+
+# ---- last will ----------------------------------------------------------------------
+
+def will(host, port, tag, version):
+    return asyncio.run(_will(host, port, tag, version))
+
+
+async def _will(host, port, tag, version):
+    got = []
+    o = _client(host, port, tag + "-o", version)
+    _recorder(o, got)
+    await o.connect()
+    assert await o.subscribe(tag + "/will", 1) == 1
+    w = _client(host, port, tag + "-w", version, will=Will(tag + "/will", b"w-gone", 1))
+    await w.connect()
+    await w.publish(tag + "/will", b"w-alive", 1)
+    await w.flush()
+    w.close()  # drop without DISCONNECT: the server publishes the will
+    assert await _until(lambda: len(got) == 2), got
+    assert got == [((tag + "/will").encode(), b"w-alive", 1, False),
+                   ((tag + "/will").encode(), b"w-gone", 1, False)], got
+    assert not w.connected and w.connects == 1  # close() does not reconnect
+    await o.disconnect()
+    return {"got": _text(got)}
+
+
+# ---- reconnect and session resume ------------------------------------------------
+
+def resume(host, port, tag, version):
+    return asyncio.run(_resume(host, port, tag, version))
+
+
+async def _resume(host, port, tag, version):
+    got = []
+    sp = []
+    a = _client(host, port, tag + "-a", version, clean=False, backoff_ms=(500, 1000))
+    _recorder(a, got)
+    a.on_connect = lambda present: sp.append(bool(present))
+    p = _client(host, port, tag + "-p", version)
+    await a.connect()
+    await p.connect()
+    assert await a.subscribe(tag + "/rs", 1) == 1
+    await p.publish(tag + "/rs", b"before", 1)
+    assert await _until(lambda: len(got) == 1), got
+    # The server drops the connection; a SUBSCRIBE sent after the violation
+    # is never answered and fails with the connection.
+    _break(a)
+    try:
+        await a.subscribe(tag + "/late", 1)
+        sub = "answered"
+    except OSError:
+        sub = "OSError"
+    assert sub == "OSError"
+    assert not a.connected
+    # While a is away (backoff 500 ms): the server queues for its session;
+    # a's own QoS 1/2 messages wait in its session.
+    await p.publish(tag + "/rs", b"while-down", 1)
+    await p.flush()
+    pid1 = await a.publish(tag + "/out", b"a-q1", 1)
+    pid2 = await a.publish(tag + "/out", b"a-q2", 2)
+    assert pid1 and pid2 and a.s.pending() == 2
+    assert not a.connected
+    assert await _until(lambda: a.connects == 2), a.last_error
+    assert sp == [False, True], sp
+    await a.flush()
+    assert await _until(lambda: len(got) == 2), got
+    assert got[1] == ((tag + "/rs").encode(), b"while-down", 1, False), got
+    # The subscription survived (no resubscribe); the lost SUBSCRIBE's packet
+    # id was freed, so subscribing works again.
+    code = await asyncio.wait_for(a.subscribe(tag + "/late", 1), 5)
+    assert code == 1
+    await p.publish(tag + "/rs", b"after", 1)
+    await p.publish(tag + "/late", b"late", 1)
+    assert await _until(lambda: len(got) == 4), got
+    assert sorted(g[1] for g in got[2:]) == [b"after", b"late"], got
+    await a.disconnect()
+    await p.disconnect()
+    return {"sp": sp, "connects": a.connects, "got": _text(got)}
+
+
+# ---- refused connection -------------------------------------------------------------
+
+def refused(host, port, tag, version):
+    return asyncio.run(_refused(host, port, tag, version))
+
+
+async def _refused(host, port, tag, version):
+    c = _client(host, port, tag + "-r", version)
+    try:
+        await c.connect()
+        code = 0
+    except ServerError as e:
+        code = e.args[0]
+    assert not c.connected
+    await _ms(700)  # no reconnect attempts after a failed first connect
+    assert c.sock is None and c.connects == 0
+    return {"code": code}
+
+
+# ---- idle and keep-alive --------------------------------------------------------------
+
+def idle(host, port, tag, version):
+    return asyncio.run(_idle(host, port, tag, version))
+
+
+async def _idle(host, port, tag, version):
+    got = []
+    c = _client(host, port, tag + "-idle", version, keepalive=60)
+    _recorder(c, got)
+    await c.connect()
+    await c.subscribe(tag + "/idle", 1)
+    await c.publish(tag + "/idle", b"x", 1)
+    assert await _until(lambda: got)
+    await c.flush()
+    await _ms(100)
+    delta = None
+    if MP:  # idle: the reader sleeps in poll(), the pinger until its deadline
+        gc.collect()
+        before = gc.mem_alloc()
+        await asyncio.sleep_ms(1500)
+        delta = gc.mem_alloc() - before
+        assert delta == 0, delta
+    # Keep-alive 1 s on a quiet link: the pinger sends PINGREQ, the link stays up.
+    k = _client(host, port, tag + "-ka", version, keepalive=1)
+    await k.connect()
+    await _ms(2600)
+    assert k.connected and k.connects == 1 and k.last_error is None
+    await k.disconnect()
+    await c.disconnect()
+    return {"idle_alloc": delta}
+
+
+# ---- the broker restarts ----------------------------------------------------------------
+
+def restart(host, port, tag, version):
+    return asyncio.run(_restart(host, port, tag, version))
+
+
+async def _restart(host, port, tag, version):
+    """The host restarts mosquitto (persistence on) after seeing "ready":
+    reconnect attempts are refused until it is back, then the session
+    resumes."""
+    got = []
+    sp = []
+    a = _client(host, port, tag + "-a", version, clean=False, backoff_ms=(50, 400))
+    _recorder(a, got)
+    a.on_connect = lambda present: sp.append(bool(present))
+    await a.connect()
+    assert await a.subscribe(tag + "/in", 1) == 1
+    await a.publish(tag + "/out", b"ready", 1)
+    await a.flush()
+    assert await _until(lambda: not a.connected, 20000), "the broker never went away"
+    pid = await a.publish(tag + "/in", b"offline", 1)  # stored; sent after the reconnect
+    assert pid and not a.connected
+    assert await _until(lambda: a.connects == 2, 20000), a.last_error
+    await a.flush()
+    await a.publish(tag + "/in", b"back", 1)
+    # both come back through the subscription the server kept
+    assert await _until(lambda: len(got) == 2), got
+    t = (tag + "/in").encode()
+    assert got == [(t, b"offline", 1, False), (t, b"back", 1, False)], got
+    await a.disconnect()
+    return {"sp": sp, "connects": a.connects}
+
+
+# ---- TLS --------------------------------------------------------------------------------
+
+def _ctx(der_path):
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    with open(der_path, "rb") as f:
+        ctx.load_verify_locations(cadata=f.read())
+    return ctx
+
+
+def tls(host, port, tag, version, ca_der, other_der):
+    return asyncio.run(_tls(host, port, tag, version, ca_der, other_der))
+
+
+async def _tls(host, port, tag, version, ca_der, other_der):
+    """Over TLS (the server's certificate checked against our CA): QoS 0/1/2
+    both ways; a server certificate from another CA is refused."""
+    got = []
+    c = _client(host, port, tag + "-t", version, ssl=_ctx(ca_der))
+    _recorder(c, got)
+    assert await c.connect() is False
+    assert await c.subscribe(tag + "/tls", 2) == 2
+    n = 12
+    for i in range(n):
+        await c.publish(tag + "/tls", b"t%d" % i, i % 3)
+    await c.flush()
+    assert await _until(lambda: len(got) == n), got
+    for q in (0, 1, 2):  # in order per QoS (QoS 2 reaches us later, after PUBREL)
+        assert [g[1] for g in got if g[2] == q] == [b"t%d" % i for i in range(q, n, 3)], got
+    await c.disconnect()
+    bad = _client(host, port, tag + "-bad", version, ssl=_ctx(other_der))
+    try:
+        await bad.connect()
+        refused = None
+    except Exception as e:  # CPython ssl.SSLCertVerificationError, MicroPython ValueError
+        refused = type(e).__name__
+    assert refused and not bad.connected and bad.sock is None
+    return {"received": len(got), "refused": refused}

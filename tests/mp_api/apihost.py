@@ -1,0 +1,208 @@
+"""Host side (CPython + pytest only) of the API tests: run a check function of
+tests/mp_api in-process or under the MicroPython unix port, and watch the
+broker with an independent paho-mqtt subscriber.
+
+A check module (aclient_checks, simple_checks, ...) holds plain functions that
+run unchanged on both runtimes; each returns a JSON-friendly dict. Under
+MicroPython, tests/mp_api/mp_run.py calls it and prints "@@RESULT <json>".
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import paho.mqtt.client as paho
+
+REPO = Path(__file__).resolve().parent.parent.parent
+MP_DIR = REPO / "tests" / "mp_api"
+EXAMPLES = REPO / "examples"
+RUNNER = MP_DIR / "mp_run.py"
+MP_HEAPSIZE = "256k"
+MP_TIMEOUT_S = 60
+WAIT_S = 10.0
+RUNTIMES = ("cpython", "micropython")
+
+
+def micropython_binary():
+    path = Path(sys.executable).parent / "micropython"
+    if not os.access(path, os.X_OK):
+        pytest.fail("micropython not found at %s; run `make setup`" % path, pytrace=False)
+    return str(path)
+
+
+def mp_env():
+    env = dict(os.environ)
+    # .frozen holds the port's asyncio; examples/ for the umqtt-style program
+    env["MICROPYPATH"] = os.pathsep.join([str(REPO / "firmware"), str(MP_DIR), str(EXAMPLES),
+                                          ".frozen"])
+    return env
+
+
+def mp_command(module, func, args):
+    return [micropython_binary(), "-X", "heapsize=" + MP_HEAPSIZE, str(RUNNER), module, func,
+            json.dumps(list(args))]
+
+
+def spawn(runtime, module, func, *args):
+    """Start module.func(*args) in a new interpreter of `runtime` (a Popen
+    with stdout/stderr pipes), for programs the test talks to while they run."""
+    if runtime == "micropython":
+        cmd, env = mp_command(module, func, args), mp_env()
+    else:
+        cmd = [sys.executable, str(RUNNER), module, func, json.dumps(list(args))]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(MP_DIR), str(EXAMPLES)])
+    return subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def parse_result(proc_desc, out):
+    results = [l[len("@@RESULT "):] for l in out.splitlines() if l.startswith("@@RESULT ")]
+    if len(results) != 1:
+        pytest.fail("no result from %s" % proc_desc, pytrace=False)
+    return json.loads(results[0])
+
+
+def run_check(runtime, module, func, *args):
+    """Call module.func(*args) under `runtime`; return its dict."""
+    if runtime == "cpython":
+        mod = __import__(module)
+        return getattr(mod, func)(*args)
+    cmd = mp_command(module, func, args)
+    try:
+        proc = subprocess.run(cmd, cwd=str(REPO), env=mp_env(), capture_output=True,
+                              timeout=MP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail("micropython %s.%s timed out after %ss\nstdout:\n%s\nstderr:\n%s"
+                    % (module, func, MP_TIMEOUT_S, e.stdout, e.stderr), pytrace=False)
+    out = proc.stdout.decode("utf-8", "replace")
+    err = proc.stderr.decode("utf-8", "replace")
+    desc = "micropython %s.%s (exit %s)\nstdout:\n%s\nstderr:\n%s" % (
+        module, func, proc.returncode, out[-6000:], err[-3000:])
+    if proc.returncode != 0:
+        pytest.fail(desc, pytrace=False)
+    return parse_result(desc, out)
+
+
+def free_port(host="127.0.0.1"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def _openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
+
+
+def make_certs(d):
+    """A test CA, a server certificate for 127.0.0.1 signed by it, and an
+    unrelated CA; the CAs also in DER (what MicroPython's cadata takes)."""
+    d = Path(d)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for name in ("ca", "other"):
+        _openssl("req", "-x509", *ec, "-keyout", str(d / (name + ".key")),
+                 "-out", str(d / (name + ".crt")), "-days", "2", "-subj", "/CN=" + name)
+        _openssl("x509", "-in", str(d / (name + ".crt")), "-outform", "der",
+                 "-out", str(d / (name + ".der")))
+    _openssl("req", *ec, "-keyout", str(d / "srv.key"), "-out", str(d / "srv.csr"),
+             "-subj", "/CN=localhost")
+    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", str(d / "srv.csr"), "-CA", str(d / "ca.crt"),
+             "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-out", str(d / "srv.crt"),
+             "-days", "2", "-extfile", str(d / "ext.cnf"))
+    return d
+
+
+def tls_listener(port, certs):
+    """mosquitto config lines for a TLS listener."""
+    return ["listener %d 127.0.0.1" % port, "cafile %s" % (certs / "ca.crt"),
+            "certfile %s" % (certs / "srv.crt"), "keyfile %s" % (certs / "srv.key")]
+
+
+class Background:
+    """run_check() in a thread, while the test acts on the broker."""
+
+    def __init__(self, *args):
+        self.value = self.error = None
+        self.t = threading.Thread(target=self._run, args=args, daemon=True)
+        self.t.start()
+
+    def _run(self, *args):
+        try:
+            self.value = run_check(*args)
+        except BaseException as e:  # pytest.fail() too
+            self.error = e
+
+    def result(self, timeout=MP_TIMEOUT_S + 5):
+        self.t.join(timeout)
+        assert not self.t.is_alive(), "the check did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class Observer:
+    """An independent paho-mqtt subscriber on `topic` (QoS 2) that records
+    every message it gets."""
+
+    def __init__(self, broker, topic, version=5, qos=2):
+        self.msgs = []
+        self.cond = threading.Condition()
+        subscribed = threading.Event()
+        proto = paho.MQTTv5 if version == 5 else paho.MQTTv311
+        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2,
+                             client_id="observer-" + topic.replace("/", "-").replace("#", "all"),
+                             protocol=proto)
+
+        def on_connect(client, userdata, flags, reason, properties):
+            client.subscribe(topic, qos)
+
+        def on_subscribe(client, userdata, mid, reasons, properties):
+            subscribed.set()
+
+        self.c.on_connect = on_connect
+        self.c.on_subscribe = on_subscribe
+        self.c.on_message = self._on_message
+        self.c.connect(broker.host, broker.port)
+        self.c.loop_start()
+        if not subscribed.wait(WAIT_S):
+            self.stop()
+            pytest.fail("paho observer never got SUBACK", pytrace=False)
+
+    def _on_message(self, client, userdata, m):
+        with self.cond:
+            self.msgs.append((m.topic, m.payload, m.qos, bool(m.retain)))
+            self.cond.notify_all()
+
+    def wait(self, pred, what):
+        """Wait (up to WAIT_S) until pred(list of (topic, payload, qos, retain))."""
+        with self.cond:
+            ok = self.cond.wait_for(lambda: pred(self.msgs), WAIT_S)
+            assert ok, "observer: %s never happened; got %r" % (what, self.msgs)
+            return list(self.msgs)
+
+    def has(self, topic, payload):
+        return self.wait(lambda ms: any(m[0] == topic and m[1] == payload for m in ms),
+                         "%s %r" % (topic, payload))
+
+    def publish(self, topic, payload, qos=1, retain=False):
+        info = self.c.publish(topic, payload, qos, retain)
+        info.wait_for_publish(WAIT_S)
+        assert info.is_published(), "observer could not publish %s" % topic
+
+    def stop(self):
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def by_topic(msgs, topic):
+    """[(payload, qos)] received on topic, in arrival order."""
+    return [(m[1], m[2]) for m in msgs if m[0] == topic]

@@ -1,0 +1,166 @@
+"""frugalmqtt.simple, the umqtt.simple-compatible facade, against a real
+mosquitto 2.0.11 under CPython (in-process) and the MicroPython unix port (a
+subprocess): MQTT 3.1.1 (its default, like umqtt) and 5.0 (version=5).
+
+The device side is tests/mp_api/simple_checks.py, written like umqtt
+programs; examples/umqtt_style.py is a umqtt-style program that runs with only
+its import line changed, driven here over MQTT while it runs.
+"""
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
+from apihost import (EXAMPLES, RUNTIMES, Observer, by_topic, free_port, make_certs,  # noqa: E402
+                     run_check, spawn, tls_listener)
+
+BOTH = pytest.mark.parametrize("runtime,version", [(r, v) for r in RUNTIMES for v in (4, 5)])
+
+
+def _tag(name, runtime, version):
+    return "s%s-%s-%d" % (name, runtime[:2], version)
+
+
+def _check(runtime, name, broker, tag, version):
+    return run_check(runtime, "simple_checks", name, broker.host, broker.port, tag, version)
+
+
+@BOTH
+def test_publish_and_receive_each_qos(runtime, version, mosquitto):
+    """QoS 0/1/2 publish and subscribe, a callback that publishes at QoS 1,
+    check_msg/wait_msg/ping, retained messages."""
+    b = mosquitto()
+    tag = _tag("ps", runtime, version)
+    n = 4
+    obs = Observer(b, tag + "/#", version)
+    try:
+        r = _check(runtime, "pubsub", b, tag, version)
+        msgs = obs.wait(lambda ms: len(ms) >= 3 * n + 4, "all %d messages" % (3 * n + 4))
+    finally:
+        obs.stop()
+    assert len(r["got"]) == 3 * n + 2
+    for q in (0, 1, 2):
+        assert by_topic(msgs, tag + "/q%d" % q) == [(b"%d-%d" % (q, i), q) for i in range(n)]
+    assert by_topic(msgs, tag + "/echo") == [(b"hello", 1)]
+    assert by_topic(msgs, tag + "/reply") == [(b"re:hello", 1)]
+    assert by_topic(msgs, tag + "/retained") == [(b"kept", 1), (b"", 0)]
+    log = b.log()
+    assert "Received PINGREQ from %s-c" % tag in log
+    # 3.1.1 by default, like umqtt.simple (mosquitto logs p2 for 3.1.1, p5 for 5.0)
+    assert re.search(r"as %s-c \(p%d, c1," % (re.escape(tag), 2 if version == 4 else 5), log)
+
+
+@BOTH
+def test_clean_session_false_resumes(runtime, version, mosquitto):
+    b = mosquitto()
+    tag = _tag("ss", runtime, version)
+    r = _check(runtime, "session", b, tag, version)
+    assert r["got"] == [[tag + "/s", "while-away"], [tag + "/s", "while-away-2"]]
+
+
+@BOTH
+def test_last_will_on_drop(runtime, version, mosquitto):
+    b = mosquitto()
+    tag = _tag("will", runtime, version)
+    obs = Observer(b, tag + "/will", version)
+    try:
+        r = _check(runtime, "will", b, tag, version)
+        msgs = obs.wait(lambda ms: len(ms) >= 2, "will")
+    finally:
+        obs.stop()
+    assert r["got"] == [[tag + "/will", "w-alive"], [tag + "/will", "w-gone"]]
+    assert by_topic(msgs, tag + "/will") == [(b"w-alive", 1), (b"w-gone", 1)]
+    assert "Received DISCONNECT from %s-w" % tag not in b.log()
+
+
+@BOTH
+def test_errors(runtime, version, mosquitto):
+    b = mosquitto()
+    r = _check(runtime, "errors", b, _tag("err", runtime, version), version)
+    # The server closes a 3.1.1 link silently (OSError, as umqtt), and a 5.0
+    # one with DISCONNECT 0x81 (MQTTException)
+    assert r["closed"] == ("OSError" if version == 4 else "MQTTException")
+
+
+@BOTH
+def test_refused_connection(runtime, version, mosquitto):
+    b = mosquitto("allow_anonymous false")
+    r = _check(runtime, "refused", b, _tag("rf", runtime, version), version)
+    assert r["code"] == (5 if version == 4 else 0x87)
+
+
+# ---- a umqtt-style program ----------------------------------------------------------
+
+def _finish(proc, timeout=20):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except Exception:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail("the example did not stop\nstdout:\n%s\nstderr:\n%s" % (out, err))
+    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def test_example_only_import_differs():
+    src = (EXAMPLES / "umqtt_style.py").read_text()
+    code = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    assert [l for l in code if "frugalmqtt" in l] == ["from frugalmqtt.simple import MQTTClient"]
+    assert "from umqtt.simple import MQTTClient" in src  # the original line, in a comment
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_umqtt_style_example(runtime, mosquitto):
+    b = mosquitto()
+    obs = Observer(b, "demo/#", 4)
+    procs = []
+    try:
+        proc = spawn(runtime, "umqtt_style", "main", b.host, b.port, 0.1)
+        procs.append(proc)
+        obs.has("demo/status", b"online")
+        obs.wait(lambda ms: by_topic(ms, "demo/reading"), "a reading")
+        obs.publish("demo/cmd", b"hello")
+        obs.has("demo/echo", b"1:hello")
+        obs.publish("demo/cmd", b"again")
+        obs.has("demo/echo", b"2:again")
+        obs.publish("demo/cmd", b"stop")
+        out, err = _finish(proc)
+        assert proc.returncode == 0, out + err
+        assert "Stopped after 2 answers" in out, out
+        obs.has("demo/status", b"stopped")
+        msgs = obs.wait(lambda ms: True, "")
+        assert by_topic(msgs, "demo/echo") == [(b"1:hello", 1), (b"2:again", 1)]
+        readings = [int(p) for p, q in by_topic(msgs, "demo/reading")]
+        assert readings == list(range(1, len(readings) + 1))
+        # A crash (killed, no DISCONNECT): the broker publishes the will
+        onlines = len(by_topic(msgs, "demo/status"))
+        proc = spawn(runtime, "umqtt_style", "main", b.host, b.port, 0.1)
+        procs.append(proc)
+        obs.wait(lambda ms: len(by_topic(ms, "demo/status")) > onlines, "online again")
+        proc.kill()
+        proc.wait()
+        obs.has("demo/status", b"offline")
+    finally:
+        obs.stop()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@BOTH
+def test_tls_with_ssl_params(runtime, version, mosquitto, certs):
+    port = free_port()
+    b = mosquitto(*tls_listener(port, certs))
+    tag = _tag("tls", runtime, version)
+    r = run_check(runtime, "simple_checks", "tls", b.host, port, tag, version,
+                  str(certs / "ca.der"), str(certs / "other.der"))
+    assert r["received"] == 3 and r["refused"]
+    log = b.log()
+    assert "as %s-t " % tag in log and "as %s-bad " % tag not in log
