@@ -43,6 +43,13 @@ test:
 
 bench:
 	$(PY) bench/run.py
+	$(PY) bench/client_bench.py
+
+# Which client-side spec requirements the tests cite (a report: never fails
+# on gaps, only when ../shared/spec/conformance.md is missing).
+.PHONY: conformance
+conformance:
+	$(PY) tools/conformance.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

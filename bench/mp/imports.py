@@ -1,0 +1,46 @@
+# Heap held after importing the client's modules, MicroPython unix port.
+#   micropython -m imports PROFILE [MODULE...]
+# PROFILE full: the client's modules, given in dependency order, imported one
+#   at a time, printing the heap each one adds ("@@ module NAME BYTES") and
+#   the total.
+# PROFILE pub: what a device that only publishes imports:
+#   `from frugalmqtt.client import MQTTClient`.
+# PROFILE core: Session and Transport without client.py (the least a publisher
+#   can import with the current module split, driving the session itself).
+# Heap = gc.mem_alloc() after gc.collect(), before and after the imports.
+# "@@ loaded NAMES" lists the frugalmqtt modules each profile pulled in.
+import gc
+import sys
+
+
+def loaded():
+    names = []
+    for k in sys.modules:
+        if k.startswith("frugalmqtt."):
+            names.append(k[11:])
+    names.sort()
+    return ",".join(names)
+
+
+profile = sys.argv[1]
+gc.collect()
+base = gc.mem_alloc()
+if profile == "full":
+    prev = base
+    for m in sys.argv[2:]:
+        __import__("frugalmqtt." + m)
+        gc.collect()
+        now = gc.mem_alloc()
+        print("@@ module", m, now - prev)
+        prev = now
+elif profile == "pub":
+    from frugalmqtt.client import MQTTClient
+elif profile == "core":
+    from frugalmqtt.session import Session
+    from frugalmqtt.transport import Transport
+else:
+    print("@@ error unknown profile", profile)
+    sys.exit(2)
+gc.collect()
+print("@@ heap", profile, gc.mem_alloc() - base)
+print("@@ loaded", profile, loaded())
