@@ -30,7 +30,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from frugalmqtt import codec, control, publish
+from frugalmqtt import codec, control, publish, server
 from frugalmqtt import props as P
 from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP,
@@ -107,11 +107,11 @@ def reencode(d):
     elif d.type == UNSUBSCRIBE:
         n = control.encode_unsubscribe(buf, 0, v, d.pid, d.filters, d.props or None)
     elif d.type == CONNACK:
-        n = control.encode_connack(buf, 0, v, d.sp, d.reason, d.props or None)
+        n = server.encode_connack(buf, 0, v, d.sp, d.reason, d.props or None)
     elif d.type == SUBACK:
-        n = control.encode_suback(buf, 0, v, d.pid, d.codes, d.props or None)
+        n = server.encode_suback(buf, 0, v, d.pid, d.codes, d.props or None)
     elif d.type == UNSUBACK:
-        n = control.encode_unsuback(buf, 0, v, d.pid, d.codes if v >= 5 else (),
+        n = server.encode_unsuback(buf, 0, v, d.pid, d.codes if v >= 5 else (),
                                     d.props or None)
     elif d.type == DISCONNECT:
         n = control.encode_disconnect(buf, 0, v, d.reason, d.props or None)
@@ -241,7 +241,7 @@ class CaptureServer:
                         self.packets.append(d)
                     v = rx.v
                     if d.type == CONNECT:
-                        send(control.encode_connack(out, 0, v, False, 0,
+                        send(server.encode_connack(out, 0, v, False, 0,
                                                     self.connack_props if v >= 5 else None))
                     elif d.type == PUBLISH and d.qos == 1:
                         reason, props = self.puback if (self.puback and v >= 5) else (0, None)
@@ -254,7 +254,7 @@ class CaptureServer:
                         send(publish.encode_ack(out, 0, v, PUBREL, d.pid))
                     elif d.type == SUBSCRIBE:
                         codes = [opts & 3 for _, opts in d.filters]
-                        send(control.encode_suback(out, 0, v, d.pid, codes))
+                        send(server.encode_suback(out, 0, v, d.pid, codes))
                         for i, kw in enumerate(self.push):
                             kw = dict(kw)
                             if kw.get("qos"):
@@ -264,7 +264,7 @@ class CaptureServer:
                             send(publish.encode_publish(out, 0, v, **kw))
                     elif d.type == UNSUBSCRIBE:
                         codes = [0] * len(d.filters) if v >= 5 else ()
-                        send(control.encode_unsuback(out, 0, v, d.pid, codes))
+                        send(server.encode_unsuback(out, 0, v, d.pid, codes))
                     elif d.type == PINGREQ:
                         send(control.encode_ping(out, 0, PINGRESP))
                     elif d.type == DISCONNECT:

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from frugalmqtt import codec, control, props, publish
+from frugalmqtt import codec, control, props, publish, server
 
 P = props
 NAMES = {
@@ -75,14 +75,14 @@ ENCODERS = {
     "publish": (publish.encode_publish, publish.size_publish),
     "ack": (publish.encode_ack, publish.size_ack),
     "connect": (control.encode_connect, control.size_connect),
-    "connack": (control.encode_connack, control.size_connack),
+    "connack": (server.encode_connack, server.size_connack),
     "subscribe": (control.encode_subscribe, control.size_subscribe),
-    "suback": (control.encode_suback, control.size_suback),
+    "suback": (server.encode_suback, server.size_suback),
     "unsubscribe": (control.encode_unsubscribe, control.size_unsubscribe),
-    "unsuback": (control.encode_unsuback, control.size_unsuback),
+    "unsuback": (server.encode_unsuback, server.size_unsuback),
     "ping": (control.encode_ping, None),
     "disconnect": (control.encode_disconnect, control.size_disconnect),
-    "auth": (control.encode_auth, control.size_auth),
+    "auth": (server.encode_auth, server.size_auth),
 }
 _SIZE_PARAMS = {k: set(inspect.signature(s).parameters) if s else set()
                 for k, (e, s) in ENCODERS.items()}

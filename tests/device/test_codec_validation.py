@@ -7,7 +7,7 @@ arguments with ValueError (or TypeError); decoders raise codec.MQTTError whose
 Alias invalid. Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish
+from frugalmqtt import codec, control, publish, server
 from frugalmqtt import props as P
 
 BUF = bytearray(512)
@@ -673,7 +673,7 @@ def test_MQTT_3_2_2_1_connack_reserved_flags():
     assert reason(unhex("21 02 00 00"), 4) == 0x81
     # an unknown return code
     assert reason(unhex("20 02 00 06"), 4) == 0x81
-    raises(ValueError, control.encode_connack, BUF, 0, 4, False, 6)
+    raises(ValueError, server.encode_connack, BUF, 0, 4, False, 6)
 
 
 def test_malformed_trailing_bytes_rejected():

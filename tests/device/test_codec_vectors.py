@@ -5,7 +5,7 @@ decoder reads it back) and on both protocol levels where it applies
 (v=4: MQTT 3.1.1, v=5: MQTT 5.0). Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish
+from frugalmqtt import codec, control, publish, server
 from frugalmqtt import props as P
 
 BUF = bytearray(512)
@@ -392,11 +392,11 @@ def test_subscribe_v5_options_and_subscription_id():
 
 
 def test_suback_vectors():
-    got = check_enc("90 05 00 0A 00 02 80", control.encode_suback, 4, 10, (0, 2, 0x80))
-    assert control.size_suback(4, 10, (0, 2, 0x80)) == len(got)
+    got = check_enc("90 05 00 0A 00 02 80", server.encode_suback, 4, 10, (0, 2, 0x80))
+    assert server.size_suback(4, 10, (0, 2, 0x80)) == len(got)
     assert dec(got, 4) == codec.SUBACK
     assert PKT.pid == 10 and bytes(PKT.buf[PKT.data:PKT.data + PKT.data_len]) == unhex("00 02 80")
-    got = check_enc("90 06 00 0A 00 00 02 80", control.encode_suback, 5, 10, (0, 2, 0x80))
+    got = check_enc("90 06 00 0A 00 00 02 80", server.encode_suback, 5, 10, (0, 2, 0x80))
     assert dec(got, 5) == codec.SUBACK
     assert PKT.pid == 10 and PKT.payload_bytes() == unhex("00 02 80")
 
@@ -413,12 +413,12 @@ def test_unsubscribe_vectors():
 
 
 def test_unsuback_vectors():
-    got = check_enc("B0 02 00 0A", control.encode_unsuback, 4, 10)
-    assert control.size_unsuback(4, 10) == 4
+    got = check_enc("B0 02 00 0A", server.encode_unsuback, 4, 10)
+    assert server.size_unsuback(4, 10) == 4
     assert dec(got, 4) == codec.UNSUBACK
     assert PKT.pid == 10 and PKT.data_len == 0
-    got = check_enc("B0 05 00 0A 00 00 11", control.encode_unsuback, 5, 10, (0, 0x11))
-    assert control.size_unsuback(5, 10, (0, 0x11)) == len(got)
+    got = check_enc("B0 05 00 0A 00 00 11", server.encode_unsuback, 5, 10, (0, 0x11))
+    assert server.size_unsuback(5, 10, (0, 0x11)) == len(got)
     assert dec(got, 5) == codec.UNSUBACK
     assert PKT.pid == 10 and PKT.payload_bytes() == unhex("00 11")
 
@@ -473,15 +473,15 @@ def test_connect_variable_header_v5():
 
 
 def test_connack_vectors():
-    got = check_enc("20 02 00 00", control.encode_connack, 4)
+    got = check_enc("20 02 00 00", server.encode_connack, 4)
     assert dec(got, 4) == codec.CONNACK and PKT.sp == 0 and PKT.reason == 0
-    got = check_enc("20 02 01 00", control.encode_connack, 4, True)
+    got = check_enc("20 02 01 00", server.encode_connack, 4, True)
     assert dec(got, 4) == codec.CONNACK and PKT.sp == 1
-    got = check_enc("20 02 00 05", control.encode_connack, 4, False, 5)
+    got = check_enc("20 02 00 05", server.encode_connack, 4, False, 5)
     assert dec(got, 4) == codec.CONNACK and PKT.reason == 5
-    got = check_enc("20 03 00 00 00", control.encode_connack, 5)
+    got = check_enc("20 03 00 00 00", server.encode_connack, 5)
     assert dec(got, 5) == codec.CONNACK and PKT.sp == 0 and PKT.props.items() == []
-    got = check_enc("20 09 01 00 06 22 00 0A 21 00 14", control.encode_connack, 5, True, 0,
+    got = check_enc("20 09 01 00 06 22 00 0A 21 00 14", server.encode_connack, 5, True, 0,
                     ((P.TOPIC_ALIAS_MAXIMUM, 10), (P.RECEIVE_MAXIMUM, 20)))
     assert dec(got, 5) == codec.CONNACK and PKT.sp == 1
     assert PKT.props.get_int(P.TOPIC_ALIAS_MAXIMUM) == 10 and PKT.props.get_int(P.RECEIVE_MAXIMUM) == 20

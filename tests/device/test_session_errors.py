@@ -13,6 +13,7 @@ from frugalmqtt import codec
 from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
+from frugalmqtt import server as SV
 from frugalmqtt import session as S
 from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
 
@@ -40,7 +41,7 @@ def ack(v, ptype, pid, reason=0):
 
 
 def connack(v, sp=False, reason=0, props=None):
-    n = C.encode_connack(_BUF, 0, v, sp, reason, props)
+    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
     return bytes(_BUF[:n])
 
 

@@ -14,6 +14,7 @@ from frugalmqtt import codec
 from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
+from frugalmqtt import server as SV
 from frugalmqtt import session as S
 from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
 
@@ -43,12 +44,12 @@ def ack(v, ptype, pid, reason=0):
 
 
 def connack(v, sp=False, reason=0, props=None):
-    n = C.encode_connack(_BUF, 0, v, sp, reason, props)
+    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
     return bytes(_BUF[:n])
 
 
 def suback(v, pid, codes):
-    n = C.encode_suback(_BUF, 0, v, pid, codes)
+    n = SV.encode_suback(_BUF, 0, v, pid, codes)
     return bytes(_BUF[:n])
 
 
