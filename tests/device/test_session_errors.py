@@ -17,100 +17,8 @@ from frugalmqtt import server as SV
 from frugalmqtt import session as S
 from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
 
-BOTH = (4, 5)
-_BUF = bytearray(2048)
-_PKT = P.Packet()
-
-
-def h(b):
-    return " ".join("%02X" % x for x in b)
-
-
-def hl(packets):
-    return [h(p) for p in packets]
-
-
-def pub(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None, alias=0):
-    n = P.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
-    return bytes(_BUF[:n])
-
-
-def ack(v, ptype, pid, reason=0):
-    n = P.encode_ack(_BUF, 0, v, ptype, pid, reason)
-    return bytes(_BUF[:n])
-
-
-def connack(v, sp=False, reason=0, props=None):
-    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
-    return bytes(_BUF[:n])
-
-
-def disconnect(reason=0):
-    n = C.encode_disconnect(_BUF, 0, 5, reason)
-    return bytes(_BUF[:n])
-
-
-class Rig:
-    """A Session wired to a scripted broker (see test_session_flows.py)."""
-
-    def __init__(self, v=5, **sizes):
-        self.v = v
-        self.t = 1000
-        self.out = []
-        self.done = []
-        self.msgs = []
-        self.fail_writes = False
-        self.s = S.Session("rig", self.write, v, clock=self.now, **sizes)
-        self.s.on_done = self.on_done
-        self.s.on_message = self.on_message
-
-    def write(self, buf, off, n):
-        if self.fail_writes:
-            raise OSError("link down")
-        self.out.append(bytes(buf[off:off + n]))
-
-    def now(self):
-        return self.t
-
-    def on_done(self, pid, reason):
-        self.done.append((pid, reason))
-
-    def on_message(self, m):
-        self.msgs.append((bytes(m.topic), bytes(m.payload), m.qos, m.pid))
-
-    def take(self):
-        out = self.out
-        self.out = []
-        return out
-
-    def feed(self, data):
-        f = self.s.framer
-        off = 0
-        types = []
-        while off < len(data):
-            off = f.feed(data, off, len(data))
-            if f.done:
-                types.append(self.s.receive())
-        return types
-
-    def up(self, clean=True, sp=False, props=None, keepalive=60):
-        self.s.connect(keepalive, clean)
-        sent = self.take()
-        assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
-        self.feed(connack(self.v, sp, 0, props))
-        assert self.s.connected
-        return self.take()
-
-    def protocol_error(self, data, reason):
-        """Feed data that breaks the protocol: MQTTError(reason), DISCONNECT
-        with that reason on 5.0, nothing on 3.1.1, the connection over."""
-        e = raises(MQTTError, self.feed, data)
-        assert e.reason == reason, "reason 0x%02X, want 0x%02X" % (e.reason, reason)
-        want = [bytes((0xE0, 1, reason))] if self.v == 5 else []
-        got = self.take()
-        assert got == want, "v%d: %r" % (self.v, hl(got))
-        assert not self.s.connected and not self.s.link
-        return e
+from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
+                          alias_of, _BUF, _PKT)
 
 
 def _after_close_nothing_sent(r):
@@ -274,7 +182,7 @@ def test_U_3_3_2_b_payload_format_invalid_acked_0x99_not_delivered():
     # PUBREC 0x99 ended that flow: the same id is a new message
     r.feed(pub(5, b"u", b"caf\xc3\xa9", 2, 8, props=utf8))
     assert r.take() == [unhex("50 02 00 08")]
-    assert r.msgs == [(b"u", b"caf\xc3\xa9", 2, 8)]
+    assert r.msgs == [(b"u", b"caf\xc3\xa9", 2, 0, 0, 8)]
     # Binary payloads (no indicator, or indicator 0) are not checked
     r.feed(pub(5, b"u", b"\xff", 1, 9) + pub(5, b"u", b"\xff", 1, 10, props=[(PR.PAYLOAD_FORMAT, 0)]))
     assert r.take() == [unhex("40 02 00 09"), unhex("40 02 00 0A")] and len(r.msgs) == 3

@@ -1,0 +1,133 @@
+"""The scripted-broker rig shared by the session tests: broker packets built
+with the codec's encoders, fed through the session's framer, and a write()
+that records every packet the session sends. Runs on CPython and MicroPython."""
+from _util import raises
+from frugalmqtt import codec
+from frugalmqtt import control as C
+from frugalmqtt import props as PR
+from frugalmqtt import publish as P
+from frugalmqtt import server as SV
+from frugalmqtt import session as S
+from frugalmqtt.codec import MQTTError
+
+BOTH = (4, 5)
+_BUF = bytearray(2048)
+_PKT = P.Packet()
+
+
+def h(b):
+    """bytes -> 'AA BB' for assertion messages."""
+    return " ".join("%02X" % x for x in b)
+
+
+def hl(packets):
+    return [h(p) for p in packets]
+
+
+def pub(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None, alias=0):
+    """A whole PUBLISH as bytes, from the codec's encoder."""
+    n = P.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
+    return bytes(_BUF[:n])
+
+
+def ack(v, ptype, pid, reason=0):
+    n = P.encode_ack(_BUF, 0, v, ptype, pid, reason)
+    return bytes(_BUF[:n])
+
+
+def connack(v, sp=False, reason=0, props=None):
+    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
+    return bytes(_BUF[:n])
+
+
+def suback(v, pid, codes):
+    n = SV.encode_suback(_BUF, 0, v, pid, codes)
+    return bytes(_BUF[:n])
+
+
+def u16(n):
+    return bytes(((n >> 8) & 0xFF, n & 0xFF))
+
+
+def rel(pid):
+    """PUBREL as both versions send it on success (short form) [MQTT-3.6.1-1]."""
+    return b"\x62\x02" + u16(pid)
+
+
+def alias_of(packet, v=5):
+    """The Topic Alias a PUBLISH carries (0: none) and its topic length."""
+    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    assert t == codec.PUBLISH, h(packet)
+    return _PKT.props.get_int(PR.TOPIC_ALIAS, 0), _PKT.topic_len
+
+
+def disconnect(reason=0):
+    n = C.encode_disconnect(_BUF, 0, 5, reason)
+    return bytes(_BUF[:n])
+
+
+class Rig:
+    """A Session wired to a scripted broker: a write() that records each
+    packet, a fake millisecond clock, and callbacks that record."""
+
+    def __init__(self, v=5, **sizes):
+        self.v = v
+        self.t = 1000
+        self.out = []
+        self.done = []
+        self.msgs = []
+        self.fail_writes = False  # write() raises OSError, as a dead link does
+        self.s = S.Session("rig", self.write, v, clock=self.now, **sizes)
+        self.s.on_done = self.on_done
+        self.s.on_message = self.on_message
+
+    def write(self, buf, off, n):
+        if self.fail_writes:
+            raise OSError("link down")
+        self.out.append(bytes(buf[off:off + n]))
+
+    def now(self):
+        return self.t
+
+    def on_done(self, pid, reason):
+        self.done.append((pid, reason))
+
+    def on_message(self, m):
+        self.msgs.append((bytes(m.topic), bytes(m.payload), m.qos, m.dup, m.retain, m.pid))
+
+    def take(self):
+        out = self.out
+        self.out = []
+        return out
+
+    def feed(self, data):
+        """Bytes from the broker: every complete packet is handled in turn."""
+        f = self.s.framer
+        off = 0
+        types = []
+        while off < len(data):
+            off = f.feed(data, off, len(data))
+            if f.done:
+                types.append(self.s.receive())
+        return types
+
+    def up(self, clean=True, sp=False, props=None, keepalive=60):
+        """A new network connection: CONNECT, then the broker's CONNACK.
+        Returns what the session sent after the CONNACK."""
+        self.s.connect(keepalive, clean)
+        sent = self.take()
+        assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
+        self.feed(connack(self.v, sp, 0, props))
+        assert self.s.connected
+        return self.take()
+
+    def protocol_error(self, data, reason):
+        """Feed data that breaks the protocol: MQTTError(reason), DISCONNECT
+        with that reason on 5.0, nothing on 3.1.1, the connection over."""
+        e = raises(MQTTError, self.feed, data)
+        assert e.reason == reason, "reason 0x%02X, want 0x%02X" % (e.reason, reason)
+        want = [bytes((0xE0, 1, reason))] if self.v == 5 else []
+        got = self.take()
+        assert got == want, "v%d: %r" % (self.v, hl(got))
+        assert not self.s.connected and not self.s.link
+        return e
