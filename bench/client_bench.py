@@ -199,8 +199,10 @@ def import_order(root):
     deps = {}
     for src in FIRMWARE.glob("*.py"):
         text = src.read_text()
-        names = re.findall(r"^\s*from \.(\w+) import", text, re.M)
-        names += re.findall(r"^\s*from \. import (\w+)", text, re.M)
+        # module-level imports only (top level or inside try/except): an import
+        # inside a function body is lazy and not loaded with the module
+        names = re.findall(r"^(?:    )?from \.(\w+) import", text, re.M)
+        names += re.findall(r"^(?:    )?from \. import (\w+)", text, re.M)
         deps[src.stem] = [n for n in dict.fromkeys(names) if n != src.stem]
     order = []
     seen = set()
