@@ -77,14 +77,19 @@ def _publish_props_len(v, props, alias):
     return n
 
 
-def size_publish(v, topic, payload, qos=0, props=None, alias=0):
-    pn = _publish_props_len(v, props, alias)
-    rl = 2 + topic_len(topic, alias > 0) + _payload_len(payload)
+def publish_rl(v, tn, plen, qos, pn):
+    """Remaining length of a PUBLISH from its topic, payload and property lengths."""
+    rl = 2 + tn + plen
     if qos:
         rl += 2
     if v >= 5:
-        rl += vbi_size(pn) + pn
-    return total(rl)
+        rl += vbi_size(pn) + pn  # [MQTT-2.2.2-1] Property Length always present
+    return rl
+
+
+def size_publish(v, topic, payload, qos=0, props=None, alias=0):
+    pn = _publish_props_len(v, props, alias)
+    return total(publish_rl(v, topic_len(topic, alias > 0), _payload_len(payload), qos, pn))
 
 
 def encode_publish(buf, off, v, topic, payload, qos=0, pid=0, retain=False, dup=False,
@@ -101,13 +106,15 @@ def encode_publish(buf, off, v, topic, payload, qos=0, pid=0, retain=False, dup=
     elif not 0 < pid <= 0xFFFF:
         raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-3]
     tn = topic_len(topic, alias > 0)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
-    plen = _payload_len(payload)
-    pn = _publish_props_len(v, props, alias)
-    rl = 2 + tn + plen
-    if qos:
-        rl += 2
-    if v >= 5:
-        rl += vbi_size(pn) + pn  # [MQTT-2.2.2-1] Property Length always present
+    return put_publish(buf, off, v, topic, tn, payload, _payload_len(payload), qos, pid,
+                       retain, dup, props, _publish_props_len(v, props, alias), alias)
+
+
+def put_publish(buf, off, v, topic, tn, payload, plen, qos, pid, retain, dup, props, pn, alias):
+    """Write a PUBLISH whose fields encode_publish() (or the session) already
+    checked: tn, plen and pn are the topic, payload and property lengths (pn
+    counts the alias property). Returns its length."""
+    rl = publish_rl(v, tn, plen, qos, pn)
     if off + total(rl) > len(buf):
         raise ValueError("buffer too small for packet")
     buf[off] = 0x30 | (8 if dup else 0) | (qos << 1) | (1 if retain else 0)

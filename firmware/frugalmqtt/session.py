@@ -26,7 +26,9 @@ from .codec import (MQTTError, Framer, check_utf8, protocol_error, CONNACK, PUBL
                     PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT,
                     AUTH, MALFORMED, PROTOCOL_ERROR, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
                     PAYLOAD_FORMAT_INVALID)
-from .publish import Packet, encode_publish, encode_ack, size_publish
+from .codec import topic_len
+from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _payload_len,
+                      _publish_props_len)
 from . import control as _ctl
 from . import props as _p
 
@@ -364,7 +366,11 @@ class Session:
         if props:
             self._check_props(props, payload)
         v = self.version
-        size = size_publish(v, topic, payload, qos, props)
+        # Checked once here; the packets below are written without checking again
+        tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+        plen = _payload_len(payload)
+        pn = _publish_props_len(v, props, 0)
+        size = total(publish_rl(v, tn, plen, qos, pn))
         if size > self.server_max_packet:
             raise ValueError("message larger than the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
         if qos == 0:
@@ -372,7 +378,8 @@ class Session:
                 raise OSError("not connected")
             if size > len(self.tx):
                 raise ValueError("message larger than tx_size")
-            self._send(self.tx, 0, self._encode_now(self.tx, topic, payload, 0, 0, retain, props))
+            self._send(self.tx, 0, self._encode_now(self.tx, topic, tn, payload, plen, 0, 0, retain,
+                                                    props, pn))
             return 0
         if size > self.slot_size:
             raise ValueError("message larger than slot_size")
@@ -384,7 +391,8 @@ class Session:
         if not pid:
             return WINDOW_FULL
         o = i * self.slot_size
-        n = encode_publish(self.store, o, v, topic, payload, qos, pid, retain, False, props)
+        n = put_publish(self.store, o, v, topic, tn, payload, plen, qos, pid, retain, False, props,
+                        pn, 0)
         self.s_len[i] = n
         self.s_pid[i] = pid
         self.s_qos[i] = qos
@@ -396,8 +404,8 @@ class Session:
         self._number(i)
         if self.connected and self.quota > 0:
             if self.a_out_max and size <= len(self.tx):
-                self._send(self.tx, 0, self._encode_now(self.tx, topic, payload, qos, pid, retain,
-                                                        props))
+                self._send(self.tx, 0, self._encode_now(self.tx, topic, tn, payload, plen, qos, pid,
+                                                        retain, props, pn))
             else:
                 self._send(self.store, o, n)
             self._sent(i)
@@ -415,7 +423,7 @@ class Session:
                 except MQTTError:
                     raise ValueError("payload format says UTF-8 but the payload is not")
 
-    def _encode_now(self, buf, topic, payload, qos, pid, retain, props):
+    def _encode_now(self, buf, topic, tn, payload, plen, qos, pid, retain, props, pn):
         """Encode a PUBLISH going out now, with a topic alias when the server
         allows them (never above its maximum [MQTT-3.3.2-9], never 0
         [MQTT-3.3.2-8]): the first publish of a topic carries it and a new
@@ -423,6 +431,7 @@ class Session:
         topics published on a connection and stay theirs until it ends; only
         immutable topics (bytes, str) get one."""
         alias = 0
+        v = self.version
         if self.a_out_max and (type(topic) is bytes or type(topic) is str):
             # The alias property adds 3 bytes (more than a short topic saves):
             # use it only if the packet still fits the server's Maximum Packet
@@ -434,18 +443,18 @@ class Session:
             while i < self.a_out_max:
                 t = self.a_out[i]
                 if t is None:
-                    if size_publish(self.version, topic, payload, qos, props, i + 1) <= lim:
+                    if total(publish_rl(v, tn, plen, qos, pn + 3)) <= lim:
                         self.a_out[i] = topic
                         alias = i + 1
                     break
                 if t is topic or t == topic:
-                    if size_publish(self.version, b"", payload, qos, props, i + 1) <= lim:
-                        return encode_publish(buf, 0, self.version, b"", payload, qos, pid,
-                                              retain, False, props, i + 1)
+                    if total(publish_rl(v, 0, plen, qos, pn + 3)) <= lim:
+                        return put_publish(buf, 0, v, b"", 0, payload, plen, qos, pid, retain,
+                                           False, props, pn + 3, i + 1)
                     break
                 i += 1
-        return encode_publish(buf, 0, self.version, topic, payload, qos, pid, retain, False,
-                              props, alias)
+        return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid, retain, False, props,
+                           pn + 3 if alias else pn, alias)
 
     def _note_expiry(self, i, props):
         """Remember where the stored image holds its Message Expiry Interval."""
