@@ -1,7 +1,6 @@
 # The blocking client: a Session over a TCP/TLS Transport, with connect,
 # reconnect (bounded exponential backoff, session resume), keep-alive and
 # helpers that wait. poll() never blocks; the helpers block with timeouts.
-import sys
 
 try:
     from time import ticks_ms, ticks_diff, sleep_ms
@@ -13,7 +12,7 @@ except ImportError:  # CPython
         _sleep(ms / 1000)
 
 from .session import ServerError, WINDOW_FULL
-from .codec import MQTTError, CONNACK, SUBACK, UNSUBACK
+from .codec import MQTTError
 from .base import ClientBase
 
 
@@ -38,7 +37,7 @@ class MQTTClient(ClientBase):
         self.close()
         self._open()
         try:
-            if not self._wait_for(CONNACK, self.timeout_ms):
+            if not self._wait_connack(self.timeout_ms):
                 raise OSError("no CONNACK")
         except Exception:
             self.close()
@@ -104,16 +103,16 @@ class MQTTClient(ClientBase):
         s.tick()
         return t
 
-    def _wait_for(self, ptype, timeout_ms):
+    def _wait_connack(self, timeout_ms):
         start = ticks_ms()
         while True:
             left = timeout_ms - ticks_diff(ticks_ms(), start)
             if left <= 0:
                 return False
-            t = self._poll(left)
-            # CONNACK: connected, even when packets right behind it (resent
+            self._poll(left)
+            # connected, even when packets right behind the CONNACK (resent
             # acks, queued messages) were handled in the same poll
-            if self.s.connected if ptype == CONNACK else t == ptype:
+            if self.s.connected:
                 return True
             if not self.s.link:
                 raise OSError("connection lost")

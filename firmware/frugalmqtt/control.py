@@ -13,7 +13,7 @@ except ImportError:
 from .codec import (malformed, protocol_error, check_first, check_filter,
                     put_vbi, put_u16, put_str, str_len, bin_len, vbi_size, topic_len,
                     CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK,
-                    UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT, AUTH)
+                    UNSUBSCRIBE, UNSUBACK, DISCONNECT, AUTH)
 from . import props as _props
 from .publish import total, decode_publish, decode_ack
 

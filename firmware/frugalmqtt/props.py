@@ -13,7 +13,7 @@ except ImportError:
 
 from .codec import (MQTTError, malformed, protocol_error, TOPIC_ALIAS_INVALID,
                     str_len, put_str, put_u16, put_u32, put_vbi, vbi_size,
-                    check_utf8, has_wildcard, bin_len)
+                    has_wildcard, bin_len)
 
 # Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)

@@ -7,7 +7,7 @@ try:
 except ImportError:
     const = lambda x: x  # CPython
 
-from .codec import (Cur, MQTTError, malformed, protocol_error, put_vbi, put_u16,
+from .codec import (Cur, malformed, protocol_error, put_vbi, put_u16,
                     put_raw, put_str, vbi_size, topic_len, PUBLISH, PUBACK, PUBREL,
                     PUBCOMP)
 from . import props as _props

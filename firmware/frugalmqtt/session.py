@@ -22,11 +22,10 @@ except ImportError:  # CPython
         return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 from array import array
-from .codec import (MQTTError, Framer, check_utf8, protocol_error, CONNACK, PUBLISH, PUBACK,
-                    PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT,
-                    AUTH, MALFORMED, PROTOCOL_ERROR, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
+from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, CONNACK, PUBLISH,
+                    PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ, PINGRESP,
+                    DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
                     PAYLOAD_FORMAT_INVALID)
-from .codec import topic_len
 from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _payload_len,
                       _publish_props_len)
 from . import control as _ctl
@@ -152,7 +151,7 @@ class Session:
         # Callbacks
         self.on_message = None  # f(msg)
         self.on_done = None  # f(pid, reason): a QoS 1/2 flow ended (reason < 0x80: delivered)
-        self.on_suback = None  # f(pid, codes memoryview-able buf, off, n)
+        self.on_suback = None  # f(pkt): SUBACK/UNSUBACK, codes at pkt.buf[pkt.data:]
         self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
         self.callback_error = None  # last exception raised by on_message
         self.link = False  # a network connection is open
@@ -168,7 +167,7 @@ class Session:
         self.quota = 0
         self.server_max_qos = 2
         self.retain_available = True
-        self.server_max_packet = 268435460
+        self.server_max_packet = _NO_LIMIT
         self.a_out_max = 0  # server's Topic Alias Maximum (none unless told) [MQTT-3.2.2-18]
         i = 0
         while i < len(self.a_out):
@@ -212,6 +211,7 @@ class Session:
     def _on_connack(self):
         pkt = self.pkt
         if pkt.reason:
+            self.lost()
             raise ServerError(pkt.reason)  # [MQTT-4.13.2-1] the caller closes
         if pkt.sp and self.clean:
             raise protocol_error("session present after clean start")  # [MQTT-3.2.2-4]
@@ -256,7 +256,6 @@ class Session:
                 self.s_state[i] = _QUEUED
                 self.store[i * self.slot_size] &= 0xF7
             i += 1
-        self.sub_pid = 0
 
     def _resend(self):
         """On a resumed session resend every unacknowledged PUBREL and PUBLISH
@@ -615,8 +614,9 @@ class Session:
             return t
         except MQTTError as e:
             if self.version >= 5:
-                self.disconnect(e.reason)  # 3.1.1 just closes [MQTT-4.8.0-1]
-            self.lost()
+                self.disconnect(e.reason)  # [U-4.13.1-a]
+            else:
+                self.lost()  # 3.1.1 just closes [MQTT-4.8.0-1]
             raise
 
     def _on_publish(self):
