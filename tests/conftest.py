@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hostkit import free_port
+
 MOSQUITTO_START_TIMEOUT_S = 10.0
 
 
@@ -28,15 +30,6 @@ def find_mosquitto():
     if os.access("/usr/sbin/mosquitto", os.X_OK):
         return "/usr/sbin/mosquitto"
     return shutil.which("mosquitto")
-
-
-def free_port(host="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def _port_open(host, port):

@@ -16,16 +16,14 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-import paho.mqtt.client as paho
-
 from frugalmqtt import codec, control, publish
+from hostkit import PahoSubscriber, micropython_binary
 from frugalmqtt import props as P
 from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               DISCONNECT)
@@ -48,13 +46,6 @@ V5 = pytest.mark.parametrize("runtime,version", [(r, 5) for r in RUNTIMES])
 
 
 # ---- running a scenario ------------------------------------------------------
-
-def micropython_binary():
-    path = Path(sys.executable).parent / "micropython"
-    if not os.access(path, os.X_OK):
-        pytest.fail("micropython not found at %s; run `make setup`" % path, pytrace=False)
-    return str(path)
-
 
 class Events(list):
     """The JSON events of one scenario run."""
@@ -310,48 +301,10 @@ def start_proxy(broker, version, cleanup, rules=()):
 
 # ---- an independent subscriber (paho-mqtt) ----------------------------------
 
-class PahoSub:
-    def __init__(self, broker, topic, version, cleanup, qos=2):
-        self.msgs = []
-        self.cond = threading.Condition()
-        subscribed = threading.Event()
-        proto = paho.MQTTv5 if version == 5 else paho.MQTTv311
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2,
-                             client_id="paho-%s-%d" % (topic.replace("/", "-"), version),
-                             protocol=proto)
-
-        def on_connect(client, userdata, flags, reason, properties):
-            client.subscribe(topic, qos)
-
-        def on_subscribe(client, userdata, mid, reasons, properties):
-            subscribed.set()
-
-        self.c.on_connect = on_connect
-        self.c.on_subscribe = on_subscribe
-        self.c.on_message = self._on_message
-        self.c.connect(broker.host, broker.port)
-        self.c.loop_start()
-        cleanup.append(self.stop)
-        assert subscribed.wait(WAIT_S), "paho subscriber never got SUBACK"
-
-    def _on_message(self, client, userdata, m):
-        with self.cond:
-            self.msgs.append(m)
-            self.cond.notify_all()
-
-    def wait_for(self, payload):
-        with self.cond:
-            ok = self.cond.wait_for(lambda: any(m.payload == payload for m in self.msgs),
-                                    WAIT_S)
-        assert ok, "paho never received %r; got %r" % (payload, self.payloads())
-
-    def payloads(self):
-        with self.cond:
-            return [m.payload for m in self.msgs]
-
-    def stop(self):
-        self.c.disconnect()
-        self.c.loop_stop()
+def paho_sub(broker, topic, version, cleanup, qos=2):
+    ps = PahoSubscriber(broker, topic, version, qos)
+    cleanup.append(ps.stop)
+    return ps
 
 
 def wait_log(broker, text):
@@ -377,7 +330,7 @@ def test_publish_and_receive_each_qos(runtime, version, mosquitto, cleanup):
     b = mosquitto()
     n = 10
     topic = "frugal/pubsub/%s/%d" % (runtime, version)
-    ps = PahoSub(b, topic, version, cleanup)
+    ps = paho_sub(b, topic, version, cleanup)
     ev = run_device(runtime, "pubsub", b, version, n=n)
     r = ev.result()
     assert r["suback"] == 2
@@ -470,7 +423,7 @@ def test_retained_set_and_cleared(runtime, version, mosquitto):
 def test_publish_properties_round_trip(runtime, version, mosquitto, cleanup):
     b = mosquitto()
     topic = "frugal/props/%s/%d" % (runtime, version)
-    ps = PahoSub(b, topic, version, cleanup)
+    ps = paho_sub(b, topic, version, cleanup)
     ev = run_device(runtime, "props", b, version)
     assert ev.result()["flushed"]
     users = [["zeta", "1"], ["alpha", "2"], ["zeta", "3"], ["cl\xe9", ""]]
@@ -555,7 +508,7 @@ def test_topic_alias_used_after_first_publish(runtime, version, mosquitto, clean
 def test_receive_maximum_honoured(runtime, version, mosquitto, cleanup):
     b = mosquitto("max_inflight_messages 2")
     topic = "frugal/receive_max/%s/%d" % (runtime, version)
-    ps = PahoSub(b, topic, version, cleanup)
+    ps = paho_sub(b, topic, version, cleanup)
     px = start_proxy(b, version, cleanup)
     n = 50
     ev = run_device(runtime, "receive_max", b, version, proxy_port=px.port, n=n)
@@ -645,7 +598,7 @@ def _check_connects(px, version, rules, connects):
 def test_reconnect_resends_publishes(runtime, version, mosquitto, cleanup):
     b = mosquitto()
     topic = "frugal/resume/%s/%d" % (runtime, version)
-    ps = PahoSub(b, topic, version, cleanup)
+    ps = paho_sub(b, topic, version, cleanup)
     px = start_proxy(b, version, cleanup, RESUME_RULES)
     n = 8
     ev = run_device(runtime, "resume", b, version, proxy_port=px.port, n=n)

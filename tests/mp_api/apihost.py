@@ -8,7 +8,6 @@ MicroPython, tests/mp_api/mp_run.py calls it and prints "@@RESULT <json>".
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import paho.mqtt.client as paho
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# re-exported for the API tests
+from hostkit import (PahoSubscriber as Observer, free_port,  # noqa: E402,F401
+                     micropython_binary)
 
 REPO = Path(__file__).resolve().parent.parent.parent
 MP_DIR = REPO / "tests" / "mp_api"
@@ -24,15 +26,7 @@ EXAMPLES = REPO / "examples"
 RUNNER = MP_DIR / "mp_run.py"
 MP_HEAPSIZE = "256k"
 MP_TIMEOUT_S = 60
-WAIT_S = 10.0
 RUNTIMES = ("cpython", "micropython")
-
-
-def micropython_binary():
-    path = Path(sys.executable).parent / "micropython"
-    if not os.access(path, os.X_OK):
-        pytest.fail("micropython not found at %s; run `make setup`" % path, pytrace=False)
-    return str(path)
 
 
 def mp_env():
@@ -89,13 +83,7 @@ def run_check(runtime, module, func, *args):
     return parse_result(desc, out)
 
 
-def free_port(host="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+
 
 
 def _openssl(*args):
@@ -147,60 +135,6 @@ class Background:
         if self.error is not None:
             raise self.error
         return self.value
-
-
-class Observer:
-    """An independent paho-mqtt subscriber on `topic` (QoS 2) that records
-    every message it gets."""
-
-    def __init__(self, broker, topic, version=5, qos=2):
-        self.msgs = []
-        self.cond = threading.Condition()
-        subscribed = threading.Event()
-        proto = paho.MQTTv5 if version == 5 else paho.MQTTv311
-        self.c = paho.Client(paho.CallbackAPIVersion.VERSION2,
-                             client_id="observer-" + topic.replace("/", "-").replace("#", "all"),
-                             protocol=proto)
-
-        def on_connect(client, userdata, flags, reason, properties):
-            client.subscribe(topic, qos)
-
-        def on_subscribe(client, userdata, mid, reasons, properties):
-            subscribed.set()
-
-        self.c.on_connect = on_connect
-        self.c.on_subscribe = on_subscribe
-        self.c.on_message = self._on_message
-        self.c.connect(broker.host, broker.port)
-        self.c.loop_start()
-        if not subscribed.wait(WAIT_S):
-            self.stop()
-            pytest.fail("paho observer never got SUBACK", pytrace=False)
-
-    def _on_message(self, client, userdata, m):
-        with self.cond:
-            self.msgs.append((m.topic, m.payload, m.qos, bool(m.retain)))
-            self.cond.notify_all()
-
-    def wait(self, pred, what):
-        """Wait (up to WAIT_S) until pred(list of (topic, payload, qos, retain))."""
-        with self.cond:
-            ok = self.cond.wait_for(lambda: pred(self.msgs), WAIT_S)
-            assert ok, "observer: %s never happened; got %r" % (what, self.msgs)
-            return list(self.msgs)
-
-    def has(self, topic, payload):
-        return self.wait(lambda ms: any(m[0] == topic and m[1] == payload for m in ms),
-                         "%s %r" % (topic, payload))
-
-    def publish(self, topic, payload, qos=1, retain=False):
-        info = self.c.publish(topic, payload, qos, retain)
-        info.wait_for_publish(WAIT_S)
-        assert info.is_published(), "observer could not publish %s" % topic
-
-    def stop(self):
-        self.c.disconnect()
-        self.c.loop_stop()
 
 
 def by_topic(msgs, topic):
