@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
-from apihost import (RUNTIMES, Background, Observer, by_topic, free_port, make_certs,  # noqa: E402
+from apihost import (BOTH, RUNTIMES, Background, Observer, by_topic, certs, free_port,  # noqa: E402,F401
                      run_check, tls_listener)
-
-BOTH = pytest.mark.parametrize("runtime,version", [(r, v) for r in RUNTIMES for v in (4, 5)])
 
 
 def _tag(name, runtime, version):
@@ -137,11 +135,6 @@ def test_broker_restart_resumes_session(runtime, version, mosquitto):
     conns = [l for l in b.log().splitlines() if "New client connected" in l and
              " as %s-a " % tag in l]
     assert len(conns) == 2 and all(", c0," in l for l in conns), conns
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @BOTH

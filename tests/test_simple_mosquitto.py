@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
-from apihost import (EXAMPLES, RUNTIMES, Observer, by_topic, free_port, make_certs,  # noqa: E402
+from apihost import (BOTH, EXAMPLES, RUNTIMES, Observer, by_topic, certs, free_port,  # noqa: E402,F401
                      run_check, spawn, tls_listener)
-
-BOTH = pytest.mark.parametrize("runtime,version", [(r, v) for r in RUNTIMES for v in (4, 5)])
 
 
 def _tag(name, runtime, version):
@@ -147,11 +145,6 @@ def test_umqtt_style_example(runtime, mosquitto):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 @BOTH

@@ -27,6 +27,7 @@ RUNNER = MP_DIR / "mp_run.py"
 MP_HEAPSIZE = "256k"
 MP_TIMEOUT_S = 60
 RUNTIMES = ("cpython", "micropython")
+BOTH = pytest.mark.parametrize("runtime,version", [(r, v) for r in RUNTIMES for v in (4, 5)])
 
 
 def mp_env():
@@ -107,6 +108,12 @@ def make_certs(d):
              "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-out", str(d / "srv.crt"),
              "-days", "2", "-extfile", str(d / "ext.cnf"))
     return d
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """make_certs() once per test module."""
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def tls_listener(port, certs):
