@@ -8,6 +8,8 @@ try:
 except ImportError:
     const = lambda x: x  # CPython
 
+from .err import MQTTError  # noqa: F401  (re-exported: frugalmqtt.codec.MQTTError)
+
 # Control packet types (first byte >> 4)
 CONNECT = const(1)
 CONNACK = const(2)
@@ -34,15 +36,6 @@ PACKET_TOO_LARGE = const(0x95)
 PAYLOAD_FORMAT_INVALID = const(0x99)
 
 VBI_MAX = const(268435455)
-
-
-class MQTTError(Exception):
-    """A packet that breaks the protocol. `reason` is the MQTT 5 reason code
-    to send in DISCONNECT (or the ack); on 3.1.1 the connection is closed."""
-
-    def __init__(self, reason, msg=""):
-        super().__init__(reason, msg)
-        self.reason = reason
 
 
 def malformed(msg):

@@ -30,6 +30,7 @@ from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _paylo
                       _publish_props_len)
 from . import control as _ctl
 from . import props as _p
+from .err import ServerError  # noqa: F401  (re-exported: frugalmqtt.session.ServerError)
 
 # Slot states of the outbound table
 _FREE = const(0)
@@ -48,11 +49,6 @@ _SEQ_WRAP = const(0x1FFFFFFF)  # renumber before leaving 32-bit small ints
 _NO_LIMIT = const(268435460)  # largest possible MQTT packet
 _PID_NOT_FOUND = const(0x92)
 _IMPL_ERROR = const(0x83)
-
-
-class ServerError(Exception):
-    """The server refused the connection (CONNACK reason code >= 0x80) or
-    ended it (DISCONNECT); args[0] is its reason code."""
 
 
 class Message:
