@@ -126,6 +126,10 @@ class Publisher:
         self.sock = None
         self.poller = None
         self.on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
+        self.quota = slots  # until a CONNACK says otherwise
+        self.server_max = 268435460
+        self.max_qos = 2
+        self.retain_ok = True
         self._topic = None  # the last topic, validated (str/bytes are immutable)
         self._tn = 0
 
@@ -236,7 +240,7 @@ class Publisher:
             self._props(2, rl, True)
         if r[1]:
             self.close()
-            raise ServerError(r[1])  # refused [MQTT-3.2.2-6]
+            raise ServerError(r[1])  # refused: CONNACK reason / return code
         if sp and clean:
             raise self._fail(0x82, "session present after clean start")  # [MQTT-3.2.2-4]
         self.last_tx = self.last_rx = ticks_ms()
@@ -265,7 +269,7 @@ class Publisher:
             elif p in (0x12, 0x15, 0x16, 0x1A, 0x1C, 0x1F, 0x26):  # string / binary / pair
                 k = 0
             else:
-                raise self._fail(0x81, "property not allowed")  # [MQTT-2.2.2-2]
+                raise self._fail(0x81, "property not allowed")  # unknown id (5.0 2.2.2.2)
             if not connack and p != 0x1F and p != 0x26:
                 raise self._fail(0x81, "property not allowed")  # acks: reason string, user props
             if k:
@@ -315,8 +319,8 @@ class Publisher:
                 raise self._fail(0x81, "length longer than 4 bytes")
 
     def _resume(self, sp):
-        """After CONNACK: resend the table in order [MQTT-4.4.0-1], PUBLISHes
-        with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
+        """After CONNACK: resend the table in order [MQTT-4.4.0-1], a PUBLISH
+        sent before with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
         messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
         [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2]."""
         k = 0
@@ -332,9 +336,8 @@ class Publisher:
             if self.state[i] == _COMP:
                 self._ack(0x62, self.pid[i])  # PUBREL again
             else:
-                b = self.img[i]
-                o = self.start[i]
-                b[o] = (b[o] | 8) if sp else (b[o] & 0xF7)
+                if not sp:
+                    self.img[i][self.start[i]] &= 0xF7  # a new message again
                 self.state[i] = _HOLD
                 if k < self.quota:
                     self._go(i)
@@ -368,11 +371,13 @@ class Publisher:
     # ---- publish ------------------------------------------------------------
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
-        """Send a PUBLISH; QoS 1/2 wait (up to timeout_ms, -1 forever) for a
-        free slot within the server's Receive Maximum. Returns the packet id
-        (0 at QoS 0). topic: str or bytes; payload: bytes-like or str; props:
-        the bytes props() made (5.0)."""
-        if self.sock is None:
+        """Send a PUBLISH; returns the packet id (0 at QoS 0). topic: str or
+        bytes; payload: bytes-like or str; props: the bytes props() made (5.0).
+        QoS 1/2 wait (up to timeout_ms, -1 forever) for a free slot within
+        the server's Receive Maximum; once stored, a message is never lost:
+        if the link is down (or fails while sending) it stays in the table
+        and goes out after connect(). OSError means it was not stored."""
+        if self.sock is None and not qos:
             raise OSError("not connected")
         if qos < 0 or qos > self.max_qos:
             raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
@@ -440,11 +445,17 @@ class Publisher:
             self.pid[i] = pid
             self.start[i] = s
             self.size[i] = o - s
-            self.state[i] = _ACK if qos == 1 else _REC  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
+            self.state[i] = _HOLD  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
             self.order[self.n] = i
             self.n += 1
+            if self.sock:
+                try:
+                    self._go(i)
+                except OSError:
+                    pass  # link closed; the message waits for connect()
+            return pid
         self._send(b, s, o - s)
-        return pid
+        return 0
 
     def _check_topic(self, t):
         n = 0
@@ -700,10 +711,15 @@ class Publisher:
             k += 1
 
     def _go(self, i):
+        """Send slot i's PUBLISH; from then on its image carries DUP=1, as
+        any later sending is a resend [MQTT-3.3.1-1]."""
         b = self.img[i]
         o = self.start[i]
         self.state[i] = _REC if b[o] & 4 else _ACK
-        self._send(b, o, self.size[i])
+        try:
+            self._send(b, o, self.size[i])
+        finally:
+            b[o] |= 8  # also when the write failed: part of it may have left
 
     # ---- send ---------------------------------------------------------------
 

@@ -349,3 +349,26 @@ def test_publish_and_acks_allocate_nothing():
         peer.give(pub(v, "in", b"x", 1, 9))
         no_alloc(p.poll, 0)
         assert len(peer.sent()) == 5  # 3 PUBLISH, PUBREL, PUBACK
+
+
+class BrokenPeer(Peer):
+    def write(self, b, o, n):
+        raise OSError(104)  # ECONNRESET
+
+    def sendall(self, mv):
+        raise OSError(104)
+
+
+def test_stored_messages_survive_a_dead_link_and_go_after_connect():
+    for v in BOTH:
+        p, peer = start(v, clean=False)
+        p.sock = BrokenPeer()
+        assert p.publish("t", b"a", 1) == 1  # stored; the send failed, link closed
+        assert not p.connected
+        assert p.publish("t", b"b", 2) == 2  # offline: stored, sent after connect()
+        raises(OSError, p.publish, "t", b"q0", 0)  # QoS 0 is not stored
+        peer2 = Peer()
+        peer2.give(connack(v, True))
+        p.connect(sock=peer2)
+        # the first was on the wire once (DUP=1 now); the second never was
+        assert peer2.sent()[1:] == [pub(v, "t", b"a", 1, 1, dup=True), pub(v, "t", b"b", 2, 2)]
