@@ -397,6 +397,89 @@ def keepalive(p):
     c.disconnect()
 
 
+# ---- the publish-only profile (frugalmqtt.lite) -------------------------------
+
+def lite_client(p, name, port=None, **kw):
+    from frugalmqtt.lite import Publisher
+    return Publisher(p["cid"] + "-" + name, p["host"], port or p["port"], p["version"],
+                     timeout_ms=5000, **kw)
+
+
+def lite_pubsub(p):
+    """lite.Publisher sends n messages at each QoS, a retained one with MQTT 5
+    properties, and clears it; paho on the test side receives."""
+    from frugalmqtt.lite import props
+    topic = p["topic"]
+    c = lite_client(p, "pub", slots=4)
+    done = Done(c)
+    c.connect()
+    pids = []
+    for i in range(p["n"]):
+        for q in (0, 1, 2):
+            pids.append([q, c.publish(topic, "q%d-%d" % (q, i), q)])
+    pr = None
+    if p["version"] >= 5:
+        pr = props(content_type="text/plain", expiry=3600, utf8=True, response_topic="r/t",
+                   correlation=b"\x00\x01", user=(("unit", "C"), ("b", "2"), ("a", "1")))
+    c.publish(topic + "/ret", b"kept", 1, True, pr)
+    flushed = c.flush(8000)
+    c.publish(topic + "/ret", b"", 1, True)  # a zero-byte retained message clears it
+    c.publish(topic, b"end", 2)
+    flushed = c.flush(8000) and flushed
+    emit("result", {"flushed": flushed, "done": done.items, "pids": pids})
+    c.disconnect()
+
+
+def lite_resume(p):
+    """lite.Publisher with a persistent session through the cutting proxy.
+    lite does not reconnect by itself: like a telemetry main loop, this
+    calls connect() again whenever the link is down (the table is kept)."""
+    topic = p["topic"]
+    n = p["n"]
+    kw = {"session_expiry": 300} if p["version"] >= 5 else {}
+    c = lite_client(p, "pub", p["proxy_port"], clean=False, slots=4, **kw)
+    done = Done(c)
+    sps = []
+
+    def up():
+        while not c.connected:
+            try:
+                sps.append(c.connect())
+            except OSError:
+                pass
+
+    up()
+    for i in range(n):
+        while True:
+            up()
+            try:
+                c.publish(topic, b"m%d" % i, 1 + i % 2)
+                break
+            except OSError:  # not stored: the link failed while the window was full
+                pass
+        try:
+            c.poll(5)
+        except OSError:
+            pass
+    def drain():
+        t0 = ticks_ms()
+        while c.pending() and ticks_diff(ticks_ms(), t0) < 20000:
+            up()
+            try:
+                c.flush(200)
+            except OSError:
+                pass
+        return not c.pending()
+
+    flushed = drain()
+    up()
+    c.publish(topic, b"end", 2)
+    flushed = drain() and flushed
+    emit("result", {"sp": sps, "flushed": flushed, "done": done.items,
+                    "connected": c.connected})
+    c.disconnect()
+
+
 SCENARIOS = {
     "pubsub": pubsub,
     "qos2_burst": qos2_burst,
@@ -408,6 +491,8 @@ SCENARIOS = {
     "resume": resume,
     "resume_in": resume_in,
     "keepalive": keepalive,
+    "lite_pubsub": lite_pubsub,
+    "lite_resume": lite_resume,
 }
 
 
