@@ -301,11 +301,13 @@ def measure_alloc(mp, log):
     log("  self-check: bytearray(100) per op reads %.0f B/op, heap_lock caught it" % calib[0])
     alias = {}
     for v in (5, 4):
-        for case in ("pub0", "pub1", "pub2", "recv0", "recv1", "recv2"):
+        for case in ("pub0", "pub1", "pub2", "recv0", "recv1", "recv2", "lpub0", "lpub1",
+                     "lpub2"):
             _, lines = mp.run("alloc", v, case, N_ALLOC)
             if case.startswith("pub"):
                 alias[v] = int(pick(lines, "alias_max")[0])
-            ops = [case] + (["ack" + case[-1]] if case in ("pub1", "pub2") else [])
+            ops = [case] + ([case.replace("pub", "ack")] if case[-1] in "12" and "pub" in case
+                            else [])
             for op in ops:
                 total, n = map(int, pick(lines, "alloc", op))
                 res[(v, op)] = (total / n, pick(lines, "lock", op)[0] == "1", n)
@@ -320,7 +322,7 @@ def measure_alloc(mp, log):
 
 def measure_imports(mp, modules):
     out = {}
-    for p in ("full", "pub", "core"):
+    for p in ("full", "pub", "core", "lite"):
         _, lines = mp.run("imports", p, *modules, net=False)
         out[p] = (int(pick(lines, "heap", p)[0]), pick(lines, "loaded", p)[0].split(","))
         if p == "full":
@@ -383,7 +385,7 @@ def measure_heap(mp, profile, log):
 
 
 def measure_speed(mp, repeat, ms, slots, log):
-    runs = {"raw": [], "q0": [], "q1": [], "q2": []}
+    runs = {"raw": [], "q0": [], "q1": [], "q2": [], "l0": [], "l1": [], "l2": []}
     info = {}
     for r in range(repeat):  # interleaved, so background load hits every case alike
         for case in runs:
@@ -393,6 +395,8 @@ def measure_speed(mp, repeat, ms, slots, log):
             runs[case].append(count * 1e6 / us)
             if case == "raw":
                 info["packet_bytes"] = int(pick(lines, "packet_bytes")[0])
+            elif case[0] == "l":
+                info["lwindow"] = int(pick(lines, "window")[0])
             else:
                 info["window"] = int(pick(lines, "window")[0])
                 info["receive_max"] = int(pick(lines, "receive_max")[0])
@@ -441,6 +445,10 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
         ("pub0", "publish QoS 0"), ("pub1", "publish QoS 1"), ("pub2", "publish QoS 2"),
         ("ack1", "acks handled per QoS 1 publish (PUBACK)"),
         ("ack2", "acks handled per QoS 2 publish (PUBREC→PUBREL, PUBCOMP)"),
+        ("lpub0", "lite.Publisher publish QoS 0"), ("lpub1", "lite.Publisher publish QoS 1"),
+        ("lpub2", "lite.Publisher publish QoS 2"),
+        ("lack1", "lite.Publisher acks handled per QoS 1 publish"),
+        ("lack2", "lite.Publisher acks handled per QoS 2 publish"),
         ("recv0", "received PUBLISH QoS 0 dispatched"),
         ("recv1", "received PUBLISH QoS 1 dispatched (+PUBACK sent)"),
         ("recv2", "received PUBLISH QoS 2 dispatched (+PUBREC, PUBREL→PUBCOMP)"),
@@ -451,6 +459,8 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
             per, locked, n = res[(v, op)]
             if v == 5 and op.startswith("pub"):
                 label += " (user property, topic alias)"
+            elif v == 5 and op.startswith("lpub"):
+                label += " (user property; lite sends no aliases)"
             elif v == 5 and op.startswith("recv"):
                 label += " (with a user property)"
             row("Alloc, %s, %s (N=%d)" % (vname, label, n),
@@ -463,13 +473,18 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
     full_heap, full_mods = imports["full"]
     pub_heap, pub_mods = imports["pub"]
     core_heap, core_mods = imports["core"]
+    lite_heap, lite_mods = imports["lite"]
     row("Heap after import, full client (%s)" % "+".join(full_mods), kb(full_heap),
         "≤ 16 KB", full_heap <= T_IMPORT_FULL)
-    row("Heap after import, publish-only profile (`from frugalmqtt.client import MQTTClient`"
-        " pulls in %s)" % "+".join(pub_mods), kb(pub_heap), "≤ 8 KB", pub_heap <= T_IMPORT_PUB)
+    row("Heap after import, publish-only profile (`from frugalmqtt.lite import Publisher`"
+        " pulls in %s)" % "+".join(lite_mods), kb(lite_heap), "≤ 8 KB",
+        lite_heap <= T_IMPORT_PUB)
+    row("Heap after import, MQTTClient used for publishing only (pulls in %s)"
+        % "+".join(pub_mods), kb(pub_heap), "≤ 8 KB (publish-only)", pub_heap <= T_IMPORT_PUB)
     row("Heap after import, Session+Transport without client.py (%s)" % "+".join(core_mods),
         kb(core_heap), "≤ 8 KB (publish-only)", core_heap <= T_IMPORT_PUB)
     for profile, target, label in (
+            ("lite", T_HEAP_PUB, "publish-only profile (lite.Publisher, slots=8, max_packet=128)"),
             ("pub", T_HEAP_PUB, "publish-only (MQTTClient, inbound=1, no inbound aliases, "
                                 "no subscription)"),
             ("full", T_HEAP_FULL, "full (also subscribed: every message comes back)")):
@@ -490,6 +505,13 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
         "%.0f msg/s (%s)" % (med["q1"], rng["q1"]), "≥ 20,000 msg/s", med["q1"] >= T_Q1)
     row("Throughput QoS 2, 5.0, window %d" % info["window"],
         "%.0f msg/s (%s)" % (med["q2"], rng["q2"]), "≥ 10,000 msg/s", med["q2"] >= T_Q2)
+    row("Throughput QoS 0, 5.0, lite.Publisher", "%.0f msg/s (%s) = %.0f%% of raw"
+        % (med["l0"], rng["l0"], 100.0 * med["l0"] / med["raw"]),
+        "≥ %.0f msg/s (half the raw loop)" % (med["raw"] / 2), med["l0"] >= med["raw"] / 2)
+    row("Throughput QoS 1, 5.0, lite.Publisher, window %d" % info["lwindow"],
+        "%.0f msg/s (%s)" % (med["l1"], rng["l1"]), "≥ 20,000 msg/s", med["l1"] >= T_Q1)
+    row("Throughput QoS 2, 5.0, lite.Publisher, window %d" % info["lwindow"],
+        "%.0f msg/s (%s)" % (med["l2"], rng["l2"]), "≥ 10,000 msg/s", med["l2"] >= T_Q2)
     row("Latency: QoS 0 publish, then at once a QoS 1 publish, until its PUBACK (%d rounds)"
         % N_LAT, "median %.2f ms, max %.2f ms" % (info["lat"][0] / 1000.0,
                                                   info["lat"][1] / 1000.0), "–", None)
@@ -561,7 +583,7 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
 - Unix-port figures are not device figures (no Wi-Fi, faster CPU, 64-bit objects).
 """ % ("; ".join(l for l in args.broker_config if not l.startswith("listener")),
        alias[5], calib[0], HEAP_STEP, N_HEAP,
-       "; ".join("%s: %s" % (p, heap[p][1]) for p in ("pub", "full")),
+       "; ".join("%s: %s" % (p, heap[p][1]) for p in ("lite", "pub", "full")),
        args.ms, info["receive_max"], nodelay[1]))
     return "\n".join(rows), "\n".join(L)
 
@@ -601,7 +623,7 @@ def main():
             log("client_bench: TCP_NODELAY")
             nodelay = measure_nodelay(mp)
             log("client_bench: smallest heap")
-            heap = {p: measure_heap(mp, p, log) for p in ("pub", "full")}
+            heap = {p: measure_heap(mp, p, log) for p in ("lite", "pub", "full")}
             log("client_bench: throughput")
             speed = measure_speed(mp, args.repeat, args.ms, args.slots, log)
         finally:

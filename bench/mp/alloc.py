@@ -8,13 +8,15 @@
 # micropython.heap_lock(), where any allocation raises MemoryError.
 # On 5.0 each publish carries a user property and, from the second publish
 # of the topic on, a topic alias (the broker allows aliases).
+# CASE lpub0 lpub1 lpub2: the same publish cases with the publish-only
+# profile, lite.Publisher (its MQTT 5 properties: the same user property).
 # CASE calib checks the instrument: bytearray(100) per operation must show.
 import gc
 import micropython
 from time import ticks_ms, ticks_diff
 
-from bcommon import (ARGS, TOPIC, PAYLOAD, PROPS5, SLOTS, out, fail, client, Counter,
-                     inbound_busy)
+from bcommon import (HOST, PORT, ARGS, TOPIC, PAYLOAD, PROPS5, SLOTS, SLOT_SIZE, out, fail,
+                     client, Counter, inbound_busy)
 
 
 class Bench:
@@ -139,9 +141,17 @@ def main():
         c.disconnect()
         return
     q = int(case[-1])
-    if case.startswith("pub"):
-        c = client("b-pub", v)
-        out("alias_max", c.s.a_out_max)
+    if case.startswith("pub") or case.startswith("lpub"):
+        if case[0] == "l":
+            from frugalmqtt.lite import Publisher, props as lprops
+            c = Publisher("b-lpub", HOST, PORT, v, timeout_ms=5000, slots=SLOTS,
+                          max_packet=SLOT_SIZE)
+            c.connect()
+            props = lprops(user=(("k", "v"),)) if v == 5 else None
+            out("alias_max", 0)
+        else:
+            c = client("b-pub", v)
+            out("alias_max", c.s.a_out_max)
         w = SLOTS if q else 100
         b = Bench(c, q, props, w)
         rounds = n // w
@@ -153,11 +163,11 @@ def main():
         else:
             tp, ta = measure_pair(b.pub_round, b.ack_round, rounds)
             out("alloc", case, tp, rounds * w)
-            out("alloc", "ack%d" % q, ta, rounds * w)
+            out("alloc", case.replace("pub", "ack"), ta, rounds * w)
         out("lock", case, locked(b.pub_round))
         if q:
             lock_ack = locked(b.ack_round)
-            out("lock", "ack%d" % q, lock_ack)
+            out("lock", case.replace("pub", "ack"), lock_ack)
         b.ack_round()
         if not b.ok:
             fail("acknowledgements did not arrive")

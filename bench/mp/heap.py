@@ -6,15 +6,17 @@
 # PROFILE pub: publish only (inbound=1, no inbound topic aliases, no
 #   subscription). PROFILE full: also subscribed to the topic at QoS 1, so
 #   every message comes back and is dispatched to on_message.
-# Both: slots=8 slot_size=128 max_packet=256 tx_size=256. Also prints the
+# PROFILE lite: the publish-only profile, lite.Publisher (slots=8,
+#   max_packet=128, rx_size=64); nothing else of frugalmqtt is imported.
+# pub and full: slots=8 slot_size=128 max_packet=256 tx_size=256. Also prints the
 # heap the client object takes with its buffers, and all heap held at the end.
 import gc
 import sys
-from frugalmqtt.client import MQTTClient
 
 host = sys.argv[1]
 port = int(sys.argv[2])
 full = sys.argv[3] == "full"
+lite = sys.argv[3] == "lite"
 n = int(sys.argv[4])
 got = [0]
 
@@ -23,11 +25,18 @@ def on_message(msg):
     got[0] += 1
 
 
+if lite:
+    from frugalmqtt.lite import Publisher
+else:
+    from frugalmqtt.client import MQTTClient
 gc.collect()
 before = gc.mem_alloc()
-c = MQTTClient("b-heap", host, port, 5, reconnect=False, timeout_ms=5000, slots=8,
-               slot_size=128, max_packet=256, tx_size=256, inbound=8 if full else 1,
-               aliases_in=4 if full else 0)
+if lite:
+    c = Publisher("b-heap", host, port, 5, timeout_ms=5000, slots=8, max_packet=128, rx_size=64)
+else:
+    c = MQTTClient("b-heap", host, port, 5, reconnect=False, timeout_ms=5000, slots=8,
+                   slot_size=128, max_packet=256, tx_size=256, inbound=8 if full else 1,
+                   aliases_in=4 if full else 0)
 gc.collect()
 built = gc.mem_alloc() - before  # the client object with all its buffers
 c.connect()

@@ -5,6 +5,7 @@
 #   the total.
 # PROFILE pub: what a device that only publishes imports:
 #   `from frugalmqtt.client import MQTTClient`.
+# PROFILE lite: the publish-only profile, `from frugalmqtt.lite import Publisher`.
 # PROFILE core: Session and Transport without client.py (the least a publisher
 #   can import with the current module split, driving the session itself).
 # Heap = gc.mem_alloc() after gc.collect(), before and after the imports.
@@ -35,6 +36,8 @@ if profile == "full":
         prev = now
 elif profile == "pub":
     from frugalmqtt.client import MQTTClient
+elif profile == "lite":
+    from frugalmqtt.lite import Publisher
 elif profile == "core":
     from frugalmqtt.session import Session
     from frugalmqtt.transport import Transport

@@ -10,6 +10,8 @@
 # clock stops when the broker has everything: after QoS 0 (raw or client) a
 # QoS 1 PUBLISH is sent and its PUBACK awaited (TCP keeps order, so the broker
 # has read every earlier message), after QoS 1/2 when flush() returns.
+# CASE l0/l1/l2: the same with the publish-only profile, lite.Publisher
+#   (SLOTS slots, each holding one encoded PUBLISH for a resend).
 # CASE lat: latency, not throughput: a QoS 0 publish immediately followed by
 #   a QoS 1 publish, timed until its PUBACK; MS rounds 20 ms apart ("@@ lat
 #   MEDIAN_US MAX_US"). Without TCP_NODELAY, Nagle holds the second packet
@@ -94,6 +96,31 @@ def run(v, q, ms, slots):
     c.disconnect()
 
 
+def run_lite(v, q, ms, slots):
+    from frugalmqtt.lite import Publisher
+    c = Publisher("b-lite", HOST, PORT, v, keepalive=60, timeout_ms=5000, slots=slots,
+                  max_packet=128)
+    c.connect()
+    out("receive_max", c.quota)
+    out("window", c.quota)
+    pub = c.publish
+    count = 0
+    t0 = ticks_us()
+    while ticks_diff(ticks_us(), t0) < ms * 1000:
+        i = 0
+        while i < _BATCH:
+            pub(TOPIC, PAYLOAD, q)
+            i += 1
+        count += _BATCH
+    if q == 0:
+        pub(TOPIC, PAYLOAD, 1)
+    if not c.flush(10000):
+        fail("no acknowledgement within 10 s")
+    dt = ticks_diff(ticks_us(), t0)
+    out("rate", "l%d" % q, count, dt)
+    c.disconnect()
+
+
 def lat(v, rounds):
     c = client("b-lat", v)
     ts = []
@@ -120,6 +147,8 @@ def main():
         raw(v, ms)
     elif case == "lat":
         lat(v, ms)
+    elif case[0] == "l":
+        run_lite(v, int(case[-1]), ms, slots)
     else:
         run(v, int(case[-1]), ms, slots)
 
