@@ -44,6 +44,7 @@ _SKIP = const(8)  # the next record is at the ring's beginning
 
 _HDR = const(12)
 _CTL = const(6)  # body of every record but PUB and SKIP
+_C = const(18)  # a control record
 _SB = const(16)  # one superblock
 _DATA = const(32)  # the ring starts after two superblocks
 _MASK = const(0x3FFFFFFF)  # seq stays a small int on 32-bit ports
@@ -321,9 +322,15 @@ class Outbox:
         return d if d else self.ring
 
     def free(self):
-        """Bytes a new message (with its header) may still take."""
+        """Bytes a new message (with its header) may still take, before the
+        space owed to the control records of the messages already stored."""
         self._retail()
-        return max(0, self.ring - self._used() - self.reserve)
+        return max(0, self.ring - self._used() - self.reserve - self.owed)
+
+    def _keep(self, cost):
+        """Room a new message must leave: the fixed reserve, and the control
+        records still owed by every stored message and by this one."""
+        return self.reserve + self.owed + cost
 
     # ---- attaching to a session, reloading ----------------------------------
 
@@ -341,10 +348,15 @@ class Outbox:
         self.o_off = array("i", bytes(4 * s.slots))
         self.i_seq = array("i", bytes(4 * s.inbound))  # IN_ADD record of each inbound id
         self.i_off = array("i", bytes(4 * s.inbound))
-        # Room kept back from new messages for the records that end flows
-        # (DONE, REC, LOAD, inbound ids), each with a possible skip.
-        self.reserve = (3 * s.slots + 2 * s.inbound + 2) * 2 * (_HDR + _CTL)
-        if self.reserve + _HDR + ss > self.ring:
+        self.o_rec = bytearray(s.slots)  # 1: no REC owed (QoS 1, or written)
+        # Draining a full store writes control records (LOAD, REC, DONE)
+        # before the space of the messages drained comes free: every stored
+        # message owes them (`owed` bytes) and new messages leave that room.
+        # Besides, a fixed reserve for two skipped ends of the ring and the
+        # inbound QoS 2 ids.
+        self.owed = 0
+        self.reserve = 2 * (_HDR + ss) + (2 * s.inbound + 2) * _C
+        if self.reserve + 4 * _C + _HDR + ss > self.ring:
             raise ValueError("outbox too small for the session's slots")
         self._replay()
         s.ob = self
@@ -365,18 +377,19 @@ class Outbox:
             ref = _u32(b, 0)
             pid = b[4] << 8 | b[5]
             if k == _PUB:
+                q2 = (b[0] >> 1) & 3 == 2
                 if self.hdr[1]:
                     i = self._slot_for(pos, seq)
                     order.append(i)
                     self._restore(i, self.hdr[2] << 8 | self.hdr[3], b)
+                    self.owed += _C * (2 if q2 else 1)
                 else:
+                    self.owed += _C * (3 if q2 else 2)
                     self.backlog += 1
                     if self.bl_seq < 0:
                         self.bl_seq = seq
                         self.bl_off = pos
-            elif k == _LOAD:
-                if ref != self.bl_seq:
-                    raise ValueError("outbox: LOAD out of order")
+            elif k == _LOAD and ref == self.bl_seq:  # else its PUB is behind the tail: done
                 i = self._slot_for(self.bl_off, ref)
                 order.append(i)
                 self._kind(self.bl_off)
@@ -384,11 +397,13 @@ class Outbox:
                 _read(self.f, b, n)
                 _set_pid(b, pid)
                 self._restore(i, n, b)
+                self.owed -= _C
                 self._next_backlog()
                 self._kind(pos)  # the walk goes on from this record
             elif k == _REC or k == _DONE:
                 i = self._slot_of(ref)
                 if i >= 0:
+                    self._settle(i, k)
                     s.s_state[i] = _WAIT_COMP if k == _REC else _FREE
             elif k == _IN_ADD:
                 j = 0
@@ -439,8 +454,17 @@ class Outbox:
         s.s_qos[i] = qos
         s.s_pid[i] = _pid_at(b, 0)
         s.s_state[i] = _WAIT_ACK if qos == 1 else _WAIT_REC
+        self.o_rec[i] = qos == 1
         s.s_t0[i] = s.clock()
         s.s_exp_off[i] = 0
+
+    def _settle(self, i, k):
+        """A REC or DONE record for slot i was written: it owes less."""
+        if k == _REC:
+            self.o_rec[i] = 1
+            self.owed -= _C
+        else:
+            self.owed -= _C * (2 - self.o_rec[i])  # a REC never written is not owed
 
     def _slot_of(self, ref):
         s = self.s
@@ -491,10 +515,12 @@ class Outbox:
         _set_pid(s.store, pid, o)
         if not self._note(_LOAD, self.bl_seq, pid):
             return False
+        self.owed -= _C
         self.o_seq[i] = self.bl_seq
         self.o_off[i] = self.bl_off
         s.s_len[i] = n
         s.s_qos[i] = (s.store[o] >> 1) & 3
+        self.o_rec[i] = s.s_qos[i] == 1
         s.s_pid[i] = pid
         s.s_state[i] = _QUEUED
         s.s_t0[i] = s.clock()
@@ -509,8 +535,12 @@ class Outbox:
         """Session slot i holds a new QoS 1/2 message (not sent yet): record
         it. False when the outbox is full."""
         s = self.s
-        if not self._append(_PUB, 1, s.store, i * s.slot_size, s.s_len[i], self.reserve):
+        q1 = s.s_qos[i] == 1
+        cost = _C if q1 else 2 * _C  # DONE, REC
+        if not self._append(_PUB, 1, s.store, i * s.slot_size, s.s_len[i], self._keep(cost)):
             return False
+        self.owed += cost
+        self.o_rec[i] = q1
         self.o_seq[i] = self.last_seq
         self.o_off[i] = self.last_off
         return True
@@ -518,8 +548,10 @@ class Outbox:
     def defer(self, n):
         """Every slot is taken: keep the PUBLISH of n bytes in self.buf (its
         packet id comes when it moves into a slot). STORED or OUTBOX_FULL."""
-        if not self._append(_PUB, 0, self.buf, 0, n, self.reserve):
+        cost = (3 if (self.buf[0] >> 1) & 3 == 2 else 2) * _C  # LOAD, DONE, REC
+        if not self._append(_PUB, 0, self.buf, 0, n, self._keep(cost)):
             return OUTBOX_FULL
+        self.owed += cost
         if not self.backlog:
             self.bl_seq = self.last_seq
             self.bl_off = self.last_off
@@ -529,11 +561,13 @@ class Outbox:
     def rec(self, i):
         """PUBREC came for slot i; recorded before the PUBREL goes out."""
         self._control(_REC, self.o_seq[i], self.s.s_pid[i])
+        self._settle(i, _REC)
 
     def done(self, i):
         """The flow of slot i ended (the session freed it): retire its record
         and move the next backlog message into the slot."""
         self._control(_DONE, self.o_seq[i], self.s.s_pid[i])
+        self._settle(i, _DONE)
         self._fill()
 
     def inbound(self, pid, add):
