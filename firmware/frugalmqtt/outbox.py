@@ -572,7 +572,7 @@ class Outbox:
 
     def inbound(self, pid, add):
         """A QoS 2 id was recorded (add) or released; pid 0 with add False:
-        all inbound ids were dropped. Recorded before PUBREC / PUBCOMP."""
+        all inbound ids are being dropped. Recorded before PUBREC / PUBCOMP."""
         s = self.s
         if add:
             self._control(_IN_ADD, 0, pid)
@@ -582,8 +582,14 @@ class Outbox:
                     self.i_seq[j] = self.last_seq
                     self.i_off[j] = self.last_off
                 j += 1
-        else:
-            self._control(_IN_DEL if pid else _IN_CLR, 0, pid)
+        elif pid:
+            self._control(_IN_DEL, 0, pid)
+        else:  # called before the session clears its ids
+            j = 0
+            while j < s.inbound and not s.in_pid[j]:
+                j += 1
+            if j < s.inbound:
+                self._control(_IN_CLR, 0, 0)
 
     def close(self):
         self.f.close()

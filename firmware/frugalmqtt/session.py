@@ -248,12 +248,12 @@ class Session:
         Messages it never acknowledged are queued again as new messages (DUP=0,
         so nothing is lost); a QoS 2 message whose PUBREC had arrived is
         reported SESSION_LOST. Inbound QoS 2 state is dropped."""
+        if self.ob:
+            self.ob.inbound(0, False)
         i = 0
         while i < self.inbound:
             self.in_pid[i] = 0
             i += 1
-        if self.ob:
-            self.ob.inbound(0, False)
         i = 0
         while i < self.slots:
             st = self.s_state[i]

@@ -68,6 +68,14 @@ def _ops(r):
         ops.append(("puback", broker(lambda: ack(v, PUBACK, pid_of(1)))))
         ops.append(("pubrec", broker(lambda: ack(v, PUBREC, pid_of(2)))))
         ops.append(("pubcomp", broker(lambda: ack(v, PUBCOMP, pid_of(2)))))
+    ops.append(("inbound q2", broker(lambda: pub(v, b"in", b"y", 2, 60))))
+
+    def new_session():  # the server kept none: IN_CLR
+        r.take()
+        s.lost()
+        r.up(clean=False)
+
+    ops.append(("new session", new_session))
     return ops
 
 
