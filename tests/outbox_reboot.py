@@ -117,6 +117,7 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
     attempted = {}  # payload -> qos, publish() may have been called
     start = 0
     kill_points = []
+    reloaded = []  # messages each run found in the outbox
     boot = 0
     try:
         params = dict(host=broker.host, port=broker.port, cid=cid, topic=topic,
@@ -130,16 +131,23 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
                 code = d.finish(timeout=120)
                 assert code == 0 and d.wait_line("flushed", 1), (
                     "last run: exit %s\n%s" % (code, d.err.decode(errors="replace")))
-            else:
-                # Wait for the first publish, then a random moment in the run
+            elif rng.random() < 0.2:  # during start-up: import, reload, connect
+                delay = rng.uniform(0.0, 0.15)
+                time.sleep(delay)
+                code = d.kill()
+            else:  # a random moment after the first publish
                 d.wait_line("pub ", 30)
                 delay = rng.uniform(0.0, max_delay)
                 time.sleep(delay)
                 code = d.kill()
+            if not last:
                 assert code == -signal.SIGKILL or code == 0, (
                     "device exited %s before the kill\n%s" % (code, d.err.decode(errors="replace")))
             pubs = d.published()
             kill_points.append(len(pubs))
+            r = d.wait_line("reloaded", 0)
+            if r:
+                reloaded.append(int(r.split()[1]) + int(r.split()[2]))
             for n, q, r in pubs:
                 assert r > 0 or r == -5, (n, q, r)  # a packet id or STORED, never full
                 accepted[b"%d:%d" % (boot, n)] = q
@@ -167,6 +175,7 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
         "unknown": sorted(p for p in counts if p not in attempted),
         "qos2_accepted": sum(1 for q in accepted.values() if q == 2),
         "kill_points": kill_points,
+        "reloaded_runs": sum(1 for n in reloaded if n), "reloaded_msgs": sum(reloaded),
     }
 
 

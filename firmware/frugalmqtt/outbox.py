@@ -370,6 +370,7 @@ class Outbox:
         self.bl_seq = self.bl_off = -1
         order = []  # slots in publish order
         while True:
+            self.head = pos  # (bounds _next_backlog's walk)
             k = self._valid(pos, seq)
             if not k:
                 break
@@ -487,6 +488,8 @@ class Outbox:
         while True:
             pos = self._after(pos)
             seq = (seq + 1) & _MASK
+            if pos == self._at(self.head):
+                raise ValueError("outbox: backlog record missing")
             if self._kind(pos) == _PUB and not self.hdr[1]:
                 self.bl_off = pos
                 self.bl_seq = seq

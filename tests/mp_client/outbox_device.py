@@ -5,7 +5,8 @@
 #
 # MODE "publish": reload the outbox, connect (persistent session), publish
 # messages start..count-1 at QoS 2 (even) / QoS 1 (odd), payload
-# "<boot>:<n>", polling between publishes; "@@ pub N QOS RESULT" once each
+# "<boot>:<n>", polling between publishes; "@@ reloaded SLOTS BACKLOG" (what
+# the outbox gave back) first, "@@ pub N QOS RESULT" once each
 # publish() has returned, then flush and "@@ flushed". Killed at any point,
 # a rerun with the next start resumes from the outbox.
 #
@@ -36,6 +37,7 @@ def device(p):
     ob = Outbox(p["path"], p["size"])
     c = MQTTClient(p["cid"], p["host"], p["port"], version=5, clean=False, outbox=ob,
                    backoff_ms=(20, 200), timeout_ms=5000, slots=p.get("slots", 4))
+    say("reloaded %d %d" % (c.s.pending(), ob.backlog))  # in slots, in the backlog
     c.ensure_connected()
     return c, ob
 
