@@ -64,12 +64,21 @@ if _MP:
 
     def _read(f, buf, n):
         return f.readinto(buf, n)
+
+    def _sync(f):
+        f.flush()  # fsync on the unix port; a commit on littlefs and FAT
 else:
+    from os import fsync
+
     def _write(f, buf, off, n):
         f.write(memoryview(buf)[off:off + n])
 
     def _read(f, buf, n):
         return f.readinto(memoryview(buf)[:n])
+
+    def _sync(f):
+        f.flush()
+        fsync(f.fileno())
 
 
 class Outbox:
@@ -103,7 +112,7 @@ class Outbox:
                 n = min(256, size - end)
                 _write(f, z, 0, n)
                 end += n
-            f.flush()
+            _sync(f)
         self.gen = 0
         self.sb_off = self.sb_seq = 0
         g = self._read_sb(0)
@@ -175,7 +184,7 @@ class Outbox:
         self._put_sum(b, 12)
         self.f.seek(_SB * (self.gen & 1))
         _write(self.f, b, 0, _SB)
-        self.f.flush()
+        _sync(self.f)
         self.sb_off = off
         self.sb_seq = seq
 
@@ -262,7 +271,7 @@ class Outbox:
         _write(f, h, 0, _HDR)
         if n:
             _write(f, buf, off, n)
-        f.flush()
+        _sync(f)
         self.seq = (self.seq + 1) & _MASK
 
     def _note(self, kind, ref, pid):

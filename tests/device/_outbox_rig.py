@@ -91,6 +91,9 @@ class LogFile:
         self.log.append(None)
         self.f.flush()
 
+    def fileno(self):
+        return self.f.fileno()
+
     def close(self):
         self.f.close()
 
