@@ -46,7 +46,8 @@ bench:
 	$(PY) bench/client_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
-# publishes QoS 1/2 to a local mosquitto; every accepted message must arrive, QoS 2 once.
+# publishes QoS 1/2 to a local mosquitto (every accepted message must arrive, QoS 2
+# once), then 100 times while it receives QoS 2 (on_message never sees one twice).
 .PHONY: reboot-soak
 reboot-soak:
 	$(PY) tests/outbox_reboot.py --kills 100 --seed 7

@@ -1,11 +1,14 @@
-"""The device-reboot run: a MicroPython device (tests/mp_client/outbox_device.py)
-publishes QoS 1 and QoS 2 with an outbox through a real mosquitto and is
-killed with SIGKILL at random (seeded) moments, then restarted; a persistent
-QoS 2 paho subscriber must end with every message the device accepted, each
-QoS 2 one exactly once.
+"""The device-reboot runs: a MicroPython device (tests/mp_client/outbox_device.py)
+with an outbox, talking to a real mosquitto, is killed with SIGKILL at random
+(seeded) moments, then restarted.
+- reboot_run: the device publishes QoS 1 and QoS 2; a persistent QoS 2 paho
+  subscriber must end with every message the device accepted, each QoS 2 one
+  exactly once.
+- receive_run: the device subscribes at QoS 2; its on_message must never see
+  a message twice (a kill inside on_message may lose that one delivery).
 
-Used by tests/test_outbox_mosquitto.py (a short run) and on its own for a
-long soak (`make reboot-soak`):
+Used by tests/test_outbox_mosquitto.py (short runs) and on its own for a
+long soak of both (`make reboot-soak`):
     python tests/outbox_reboot.py --kills 100 --seed 7
 """
 import json
@@ -179,6 +182,64 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
     }
 
 
+def receive_run(broker, publisher, outbox_path, kills, seed, n=400, gap=0.004,
+                runtime="micropython", cid="reboot-rx", topic="frugal/outbox/rx",
+                size=16384, max_delay=0.4, log=None):
+    """The device subscribes at QoS 2 (persistent session) and prints each
+    message from on_message; a publisher sends n QoS 2 messages, one every
+    `gap` s, while the device is killed `kills` times; a last run takes the
+    rest until "end". Returns the counts of what on_message saw."""
+    rng = random.Random(seed)
+    params = dict(host=broker.host, port=broker.port, cid=cid, topic=topic,
+                  path=str(outbox_path), size=size, inbound=32)
+    got = {}
+    sender = None
+
+    def send():
+        for k in range(n):
+            publisher.publish(topic, b"m%d" % k, qos=2)
+            time.sleep(gap)
+
+    def collect(d):
+        for l in d.lines:
+            if l.startswith("got "):
+                got[l[4:]] = got.get(l[4:], 0) + 1
+
+    try:
+        for boot in range(kills + 1):
+            params.update(boot=boot)
+            d = Device(runtime, "receive", params)
+            if boot == 0:
+                assert d.wait_line("subscribed", 30), d.lines
+                sender = threading.Thread(target=send, daemon=True)
+                sender.start()
+            if boot == kills:
+                sender.join(120)
+                publisher.publish(topic, b"end", qos=2)
+                code = d.finish(timeout=60)
+                assert code == 0, "last run: exit %s\n%s\n%s" % (code, d.lines[-5:], d.err.decode(errors="replace"))
+            else:
+                if boot and rng.random() < 0.2:
+                    delay = rng.uniform(0.0, 0.15)  # during start-up
+                else:
+                    d.wait_line("subscribed", 30)
+                    delay = rng.uniform(0.0, max_delay)
+                time.sleep(delay)
+                code = d.kill()
+                assert code == -signal.SIGKILL, (code, d.err.decode(errors="replace"))
+            collect(d)
+            if log:
+                log("boot %d: %d messages delivered so far" % (boot, sum(got.values())))
+    finally:
+        if sender:
+            sender.join(120)
+    want = [("m%d" % k) for k in range(n)] + ["end"]
+    return {"kills": kills, "published": len(want), "delivered": sum(got.values()),
+            "dups": sorted(p for p, c in got.items() if c > 1),
+            "missing": [p for p in want if p not in got],
+            "unknown": sorted(p for p in got if p not in want)}
+
+
 def main(argv):
     import argparse
     import tempfile
@@ -193,18 +254,30 @@ def main(argv):
     ap.add_argument("--runtime", default="micropython")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        broker = Mosquitto(find_mosquitto(), Path(tmp) / "broker").start()
+        broker = Mosquitto(find_mosquitto(), Path(tmp) / "broker",
+                           ["max_queued_messages 1000000"]).start()
         try:
             t0 = time.monotonic()
             stats = reboot_run(broker, lambda t: PahoSubscriber(broker, t, persistent=True),
                                Path(tmp) / "outbox.bin", a.kills, a.seed, runtime=a.runtime,
                                max_delay=a.max_delay, log=print)
             stats["seconds"] = round(time.monotonic() - t0, 1)
+            t0 = time.monotonic()
+            pub = PahoSubscriber(broker, "frugal/outbox/unused")
+            try:
+                rx = receive_run(broker, pub, Path(tmp) / "outbox-rx.bin", a.kills, a.seed,
+                                 n=60 * a.kills, runtime=a.runtime, max_delay=a.max_delay,
+                                 log=print)
+            finally:
+                pub.stop()
+            rx["seconds"] = round(time.monotonic() - t0, 1)
         finally:
             broker.stop()
     kp = stats.pop("kill_points")
-    print(json.dumps(stats, default=lambda b: b.decode()))
-    ok = not stats["missing"] and not stats["qos2_dups"] and not stats["unknown"]
+    print("publishing:", json.dumps(stats, default=lambda b: b.decode()))
+    print("receiving:", json.dumps(rx))
+    ok = (not stats["missing"] and not stats["qos2_dups"] and not stats["unknown"]
+          and not rx["dups"] and not rx["unknown"] and len(rx["missing"]) <= rx["kills"])
     print("OK" if ok else "FAILED", "(publishes returned per run: %s)" % kp[:20])
     return 0 if ok else 1
 

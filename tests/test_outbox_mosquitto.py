@@ -9,7 +9,7 @@ import time
 import pytest
 
 from hostkit import PahoSubscriber, micropython_binary
-from outbox_reboot import Device, reboot_run
+from outbox_reboot import Device, reboot_run, receive_run
 
 STORED = -5  # frugalmqtt.session.STORED
 
@@ -32,6 +32,27 @@ def test_device_reboot_sigkill_loses_nothing(mosquitto, tmp_path):
     assert stats["accepted"] >= 60 + 6 and stats["qos2_accepted"] >= stats["accepted"] // 2 - 1
     assert sum(1 for k in stats["kill_points"][:-1] if k) >= 3  # most kills hit a publishing run
     assert stats["reloaded_runs"] >= 3  # restarts found unacknowledged messages in the outbox
+
+
+def test_device_reboot_inbound_qos2_never_delivered_twice(mosquitto, tmp_path):
+    # The device subscribes at QoS 2 with a persistent session; 400 messages
+    # come while it is killed 6 times. The QoS 2 ids it has PUBREC'd are in the
+    # outbox, so a redelivery after a restart (DUP PUBLISH, or PUBREL) never
+    # reaches on_message again. The id is recorded before on_message: a kill
+    # inside on_message loses that one delivery, so at most one per kill.
+    micropython_binary()
+    broker = mosquitto("max_queued_messages 100000")
+    pub = PahoSubscriber(broker, "frugal/outbox/unused")
+    try:
+        stats = receive_run(broker, pub, tmp_path / "outbox.bin", kills=6, seed=20261124)
+    finally:
+        pub.stop()
+    print(json.dumps({k: v for k, v in stats.items() if not isinstance(v, list)}),
+          stats["missing"])
+    assert stats["dups"] == [], stats["dups"][:20]
+    assert stats["unknown"] == [], stats["unknown"]
+    assert len(stats["missing"]) <= stats["kills"], stats["missing"]
+    assert "end" not in stats["missing"]
 
 
 @pytest.mark.parametrize("runtime", ["micropython", "cpython"])

@@ -14,6 +14,10 @@
 # wait for a line "down" on stdin (the broker is stopped), publish m more
 # ("@@ pub N 1 RESULT" each, none may block), "@@ offline"; wait for "up",
 # flush (reconnects, drains in order), "@@ flushed".
+#
+# MODE "receive": reload the outbox, connect (persistent session), subscribe
+# at QoS 2 unless the session was resumed, "@@ got PAYLOAD" from on_message
+# for every message, until the payload "end".
 import sys
 
 try:
@@ -33,11 +37,13 @@ def say(line):
         pass
 
 
-def device(p):
+def device(p, on_message=None):
     ob = Outbox(p["path"], p["size"])
     c = MQTTClient(p["cid"], p["host"], p["port"], version=5, clean=False, outbox=ob,
-                   backoff_ms=(20, 200), timeout_ms=5000, slots=p.get("slots", 4))
+                   backoff_ms=(20, 200), timeout_ms=5000, slots=p.get("slots", 4),
+                   inbound=p.get("inbound", 8))
     say("reloaded %d %d" % (c.s.pending(), ob.backlog))  # in slots, in the backlog
+    c.on_message = on_message  # before connecting: a resumed session delivers at once
     c.ensure_connected()
     return c, ob
 
@@ -78,5 +84,25 @@ def offline(p):
     ob.close()
 
 
+def receive(p):
+    done = []
+
+    def on_message(m):
+        pl = bytes(m.payload)
+        say("got " + str(pl, "utf-8"))
+        if pl == b"end":
+            done.append(1)
+
+    c, ob = device(p, on_message)
+    if not c.s.session_present:
+        c.subscribe(p["topic"], 2)
+    say("subscribed")
+    while not done:
+        c.poll(100)
+    c.disconnect()
+    ob.close()
+
+
 if __name__ == "__main__":
-    {"publish": publish, "offline": offline}[sys.argv[1]](json.loads(sys.argv[2]))
+    {"publish": publish, "offline": offline, "receive": receive}[sys.argv[1]](
+        json.loads(sys.argv[2]))
