@@ -44,6 +44,7 @@ test:
 bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
+	$(PY) bench/outbox_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
 # publishes QoS 1/2 to a local mosquitto (every accepted message must arrive, QoS 2
