@@ -85,7 +85,7 @@ class Outbox:
     """A ring file of `size` bytes at `path`, created or reopened. Give it to
     a client: MQTTClient(..., outbox=Outbox("/outbox.bin", 16384)). The file
     belongs to the outbox: one that is not an outbox file (no valid
-    superblock) is started afresh; one of another size is refused."""
+    superblock) is started afresh; an outbox of another size is refused."""
 
     def __init__(self, path, size):
         if size < _DATA + 256:
@@ -102,21 +102,22 @@ class Outbox:
         except OSError:
             f = open(path, "w+b")
         self.f = f
+        self.gen = 0
+        self.sb_off = self.sb_seq = 0
         end = f.seek(0, 2)
-        if end > size:
-            f.close()
-            raise ValueError("outbox file larger than size")
-        if end < size:
+        g = self._read_sb(0) if end >= _DATA else -1
+        g1 = self._read_sb(_SB) if end >= _DATA else -1
+        if end != size and (end > size or g >= 0 or g1 >= 0):
+            f.close()  # its records would be read at the wrong wrap point
+            raise ValueError("outbox file of another size")
+        if end < size:  # new, or its creation was cut short
             z = bytes(256)
+            f.seek(end)
             while end < size:
                 n = min(256, size - end)
                 _write(f, z, 0, n)
                 end += n
             _sync(f)
-        self.gen = 0
-        self.sb_off = self.sb_seq = 0
-        g = self._read_sb(0)
-        g1 = self._read_sb(_SB)
         if g < 0 and g1 < 0:
             self._write_sb(0, 0)  # a new outbox
         elif g < 0 or (g1 >= 0 and ((g1 - g) & _MASK) < 0x20000000):

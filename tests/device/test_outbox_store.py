@@ -278,6 +278,8 @@ def test_file_sizes():
         Outbox(path, 2048).close()
         assert len(read_all(path)) == 2048
         raises(ValueError, Outbox, path, 1024)  # would cut stored records
+        raises(ValueError, Outbox, path, 4096)  # would read them at another wrap point
+        assert len(read_all(path)) == 2048
         write_all(path, b"not an outbox" * 10)  # short and foreign: started afresh
         r, ob = boot(path, 2048)
         assert len(read_all(path)) == 2048
