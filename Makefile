@@ -44,6 +44,14 @@ test:
 bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
+	$(PY) bench/outbox_bench.py
+
+# The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
+# publishes QoS 1/2 to a local mosquitto (every accepted message must arrive, QoS 2
+# once), then 100 times while it receives QoS 2 (on_message never sees one twice).
+.PHONY: reboot-soak
+reboot-soak:
+	$(PY) tests/outbox_reboot.py --kills 100 --seed 7
 
 # Which client-side spec requirements the tests cite (a report: never fails
 # on gaps, only when ../shared/spec/conformance.md is missing).

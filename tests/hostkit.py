@@ -37,9 +37,10 @@ def micropython_binary():
 
 class PahoSubscriber:
     """An independent paho-mqtt subscriber on `topic` that records every
-    message in `msgs` (Received tuples, in arrival order)."""
+    message in `msgs` (Received tuples, in arrival order). `persistent`
+    (MQTT 5): clean_start=False with a session expiry."""
 
-    def __init__(self, broker, topic, version=5, qos=2):
+    def __init__(self, broker, topic, version=5, qos=2, persistent=False):
         self.msgs = []
         self.cond = threading.Condition()
         subscribed = threading.Event()
@@ -57,7 +58,14 @@ class PahoSubscriber:
         self.c.on_connect = on_connect
         self.c.on_subscribe = on_subscribe
         self.c.on_message = self._on_message
-        self.c.connect(broker.host, broker.port)
+        if persistent:  # the broker keeps the session (and queues for it) while we are away
+            from paho.mqtt.properties import Properties
+            from paho.mqtt.packettypes import PacketTypes
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = 3600
+            self.c.connect(broker.host, broker.port, clean_start=False, properties=props)
+        else:
+            self.c.connect(broker.host, broker.port)
         self.c.loop_start()
         if not subscribed.wait(WAIT_S):
             self.stop()

@@ -20,7 +20,7 @@
 import sys
 import asyncio
 
-from .session import ServerError, WINDOW_FULL
+from .session import ServerError, WINDOW_FULL, OUTBOX_FULL
 from .codec import MQTTError
 from .base import ClientBase
 
@@ -285,7 +285,7 @@ class AMQTTClient(ClientBase):
                 await self._connected()
             t = self.sock
             pid = s.publish(topic, payload, qos, retain, props)
-            if pid != WINDOW_FULL:
+            if pid != WINDOW_FULL and pid != OUTBOX_FULL:
                 self._after_send(t)
                 return pid
             self._check()

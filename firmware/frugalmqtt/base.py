@@ -14,7 +14,7 @@ class ClientBase:
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
                  keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
                  connect_props=None, reconnect=True, backoff_ms=(250, 30000),
-                 timeout_ms=10000, clock=None, **sizes):
+                 timeout_ms=10000, clock=None, outbox=None, **sizes):
         self.server = server
         self.port = port or (8883 if ssl else 1883)
         self.user = user
@@ -38,6 +38,8 @@ class ClientBase:
         if clock is not None:
             sizes["clock"] = clock
         self.s = Session(client_id, self._write, version, **sizes)
+        if outbox:
+            outbox.attach(self.s)  # reloads what the last run left unacknowledged
         self.on_message = None
         self.on_done = None
         self.in_callback = False  # inside on_message: never wait for the network

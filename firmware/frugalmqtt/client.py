@@ -11,7 +11,7 @@ except ImportError:  # CPython
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-from .session import ServerError, WINDOW_FULL
+from .session import ServerError, WINDOW_FULL, OUTBOX_FULL
 from .codec import MQTTError
 from .base import ClientBase
 
@@ -26,6 +26,10 @@ class MQTTClient(ClientBase):
 
     Callbacks: on_message(msg) with a reused session.Message; on_done(pid,
     reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
+
+    `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
+    a file: reloaded here, resumed on connect; publish() then stores QoS 1/2
+    messages while disconnected without waiting for the link.
     """
 
     def connect(self, clean=None):
@@ -126,21 +130,23 @@ class MQTTClient(ClientBase):
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """Publish; returns the packet id (0 for QoS 0). When every slot is
         taken, waits for acknowledgements (up to timeout_ms, -1: forever) and
-        returns WINDOW_FULL if none came."""
+        returns WINDOW_FULL if none came. With an outbox: STORED when the
+        message waits in its file for a slot, OUTBOX_FULL (after the same
+        wait) when the file has no room."""
         if qos == 0 and not self.s.connected:
             self.ensure_connected()
         start = ticks_ms()
         while True:
             pid = self.s.publish(topic, payload, qos, retain, props)
-            if pid == WINDOW_FULL and self.in_callback:
+            if pid < 0 and self.in_callback:
                 return pid  # polling here would reuse the packet being handled
-            if pid != WINDOW_FULL:
-                if not self.s.link and self.reconnect:
+            if pid != WINDOW_FULL and pid != OUTBOX_FULL:
+                if not self.s.link and self.reconnect and not self.s.ob:
                     self.close()
                     self.ensure_connected()
                 return pid
             if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
-                return WINDOW_FULL
+                return pid
             self.poll(100)
 
     def flush(self, timeout_ms=-1):

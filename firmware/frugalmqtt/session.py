@@ -41,6 +41,10 @@ _WAIT_COMP = const(4)  # PUBREL sent, waiting for PUBCOMP
 
 # publish() result when every slot (or the packet id space) is taken
 WINDOW_FULL = const(-1)
+# publish() results with an outbox (outbox.py): no room in its file; the
+# message waits in its file for a slot (its packet id comes then)
+OUTBOX_FULL = const(-4)
+STORED = const(-5)
 # on_done() reasons that are not MQTT reason codes
 EXPIRED = const(-2)  # message expiry passed before it could be sent
 SESSION_LOST = const(-3)  # server had no session: QoS 2 release lost with it
@@ -153,6 +157,7 @@ class Session:
         self.link = False  # a network connection is open
         self.connected = False  # ... and the server accepted CONNECT
         self.session_present = 0
+        self.ob = None  # an outbox.Outbox persisting QoS 1/2 state (set by its attach())
         self._reset_connection()
 
     # ---- connection ------------------------------------------------------
@@ -239,6 +244,8 @@ class Session:
         Messages it never acknowledged are queued again as new messages (DUP=0,
         so nothing is lost); a QoS 2 message whose PUBREC had arrived is
         reported SESSION_LOST. Inbound QoS 2 state is dropped."""
+        if self.ob:
+            self.ob.inbound(0, False)
         i = 0
         while i < self.inbound:
             self.in_pid[i] = 0
@@ -383,6 +390,10 @@ class Session:
         while i < self.slots and self.s_state[i]:
             i += 1
         pid = self._new_pid() if i < self.slots else 0
+        ob = self.ob
+        if ob and (not pid or ob.backlog):  # the outbox keeps it until a slot frees
+            return ob.defer(put_publish(ob.buf, 0, v, topic, tn, payload, plen, qos, 1, retain,
+                                        False, props, pn, 0))
         if not pid:
             return WINDOW_FULL
         o = i * self.slot_size
@@ -396,6 +407,9 @@ class Session:
         self.s_exp_off[i] = 0
         if props and v >= 5:
             self._note_expiry(i, props)
+        if ob and not ob.put(i):  # recorded before it is sent
+            self.s_state[i] = _FREE
+            return OUTBOX_FULL
         self._number(i)
         if self.connected and self.quota > 0:
             if self.a_out_max and size <= len(self.tx):
@@ -544,6 +558,8 @@ class Session:
     def _free(self, i, reason):
         pid = self.s_pid[i]
         self.s_state[i] = _FREE
+        if self.ob:
+            self.ob.done(i)  # may move a stored message into slot i
         if self.on_done:
             self.on_done(pid, reason)
 
@@ -658,6 +674,8 @@ class Session:
             # PUBREC lost) could deliver it twice [MQTT-4.3.3-2 (3.1.1)].
             if reason < 0x80 and free >= 0:
                 self.in_pid[free] = pkt.pid  # PUBREC >= 0x80 ends the flow [MQTT-4.3.3-9]
+                if self.ob:
+                    self.ob.inbound(pkt.pid, True)
         if reason < 0x80:
             self._deliver(msg)
         # Every PUBLISH is acknowledged, in order of arrival, even when the
@@ -739,6 +757,8 @@ class Session:
         # PUBREL, in PUBREC order; the PUBLISH is never sent again [MQTT-4.3.3-4]
         # [MQTT-4.3.3-6] [MQTT-4.6.0-4]
         self.s_state[i] = _WAIT_COMP
+        if self.ob:
+            self.ob.rec(i)
         self._send_ack(PUBREL, pkt.pid)
 
     def _on_pubrel(self):
@@ -747,6 +767,8 @@ class Session:
         while i < self.inbound:
             if self.in_pid[i] == pkt.pid:
                 self.in_pid[i] = 0
+                if self.ob:
+                    self.ob.inbound(pkt.pid, False)
                 self._send_ack(PUBCOMP, pkt.pid)  # [MQTT-4.3.3-11]
                 return
             i += 1

@@ -1,0 +1,639 @@
+# Device-side persistence (optional: the clients work without it). A ring
+# file of a fixed size holds every QoS 1/2 message not yet acknowledged, how
+# far its flow got, and the QoS 2 packet ids received but not yet released,
+# so a reboot or power loss loses nothing: the client reloads it on start and
+# resumes the session. It also buffers while the link is down: messages
+# beyond the session's slots wait in the file (the backlog) and move into a
+# slot, in publish order, as slots free up.
+#
+# File: two superblocks of 16 bytes (generation, tail offset, tail seq,
+# checksum; the newer valid one counts), then the ring. Records are appended
+# at the head and never changed:
+#   header 12 bytes: 0xB0|kind, flag, body length (2), seq (4), Adler-32 (4)
+#   body: a PUBLISH packet (PUB) or 6 bytes: ref seq (4), packet id (2)
+# seq goes up by one per record; the checksum covers header bytes 0..7 and
+# the body. A reload walks from the superblock's tail while each record is
+# whole and carries the next seq: a torn write (any prefix of a record over
+# older bytes) fails the checksum or the seq, ends the walk, and the next
+# record is written there. Records never wrap around the end: one that does
+# not fit starts again at the ring's beginning, after a SKIP record when
+# there is room for one. The tail is the oldest record still needed (a
+# message in flight or in the backlog, an unreleased QoS 2 id); space behind
+# it is reused, and the superblock is rewritten before the head overwrites
+# what the stored tail points to.
+import sys
+from array import array
+from .session import OUTBOX_FULL, STORED
+
+try:
+    from micropython import const
+except ImportError:
+    const = lambda x: x  # CPython
+
+_MP = sys.implementation.name == "micropython"
+
+# Record kinds
+_PUB = const(1)  # a PUBLISH; flag 1: in a session slot with its packet id, 0: backlog
+_LOAD = const(2)  # backlog message `ref` moved into a slot with packet id `pid`
+_REC = const(3)  # PUBREC came for `ref`: its PUBREL is next
+_DONE = const(4)  # the flow of `ref` ended
+_IN_ADD = const(5)  # QoS 2 `pid` received, PUBREC sent, PUBREL awaited
+_IN_DEL = const(6)  # PUBREL for `pid` came
+_IN_CLR = const(7)  # the server kept no session: no inbound ids
+_SKIP = const(8)  # the next record is at the ring's beginning
+
+_HDR = const(12)
+_CTL = const(6)  # body of every record but PUB and SKIP
+_C = const(18)  # a control record
+_SB = const(16)  # one superblock
+_DATA = const(32)  # the ring starts after two superblocks
+_MASK = const(0x3FFFFFFF)  # seq stays a small int on 32-bit ports
+_BLOCK = const(2000)  # bytes summed before the Adler sums are reduced
+
+# Session slot states (session.py)
+_FREE = const(0)
+_QUEUED = const(1)
+_WAIT_ACK = const(2)
+_WAIT_REC = const(3)
+_WAIT_COMP = const(4)
+
+
+if _MP:
+    def _write(f, buf, off, n):
+        f.write(buf, off, n)
+
+    def _read(f, buf, n):
+        return f.readinto(buf, n)
+
+    def _sync(f):
+        f.flush()  # fsync on the unix port; a commit on littlefs and FAT
+else:
+    from os import fsync
+
+    def _write(f, buf, off, n):
+        f.write(memoryview(buf)[off:off + n])
+
+    def _read(f, buf, n):
+        return f.readinto(memoryview(buf)[:n])
+
+    def _sync(f):
+        f.flush()
+        fsync(f.fileno())
+
+
+class Outbox:
+    """A ring file of `size` bytes at `path`, created or reopened. Give it to
+    a client: MQTTClient(..., outbox=Outbox("/outbox.bin", 16384)). The file
+    belongs to the outbox: one that is not an outbox file (no valid
+    superblock) is started afresh; an outbox of another size is refused."""
+
+    def __init__(self, path, size):
+        if size < _DATA + 256:
+            raise ValueError("outbox size below 288 bytes")
+        self.ring = size - _DATA
+        self.hdr = bytearray(_HDR)
+        self.ctl = bytearray(_CTL)
+        self.sbuf = bytearray(_SB)
+        self.ca = 1  # Adler-32 sums being computed
+        self.cb = 0
+        self.s = None
+        try:
+            f = open(path, "r+b")
+        except OSError:
+            f = open(path, "w+b")
+        self.f = f
+        self.gen = 0
+        self.sb_off = self.sb_seq = 0
+        end = f.seek(0, 2)
+        g = self._read_sb(0) if end >= _DATA else -1
+        g1 = self._read_sb(_SB) if end >= _DATA else -1
+        if end != size and (end > size or g >= 0 or g1 >= 0):
+            f.close()  # its records would be read at the wrong wrap point
+            raise ValueError("outbox file of another size")
+        if end < size:  # new, or its creation was cut short
+            z = bytes(256)
+            f.seek(end)
+            while end < size:
+                n = min(256, size - end)
+                _write(f, z, 0, n)
+                end += n
+            _sync(f)
+        if g < 0 and g1 < 0:
+            self._write_sb(0, 0)  # a new outbox
+        elif g < 0 or (g1 >= 0 and ((g1 - g) & _MASK) < 0x20000000):
+            self._read_sb(_SB)
+        else:
+            self._read_sb(0)
+
+    # ---- checksum, superblock, records ----------------------------------
+
+    def _sum(self, buf, off, n):
+        """Adler-32 of buf[off:off+n] into ca/cb, without allocating."""
+        a = self.ca
+        b = self.cb
+        end = off + n
+        while off < end:
+            stop = min(off + _BLOCK, end)
+            while off < stop:
+                a += buf[off]
+                b += a
+                off += 1
+            a %= 65521
+            b %= 65521
+        self.ca = a
+        self.cb = b
+
+    def _check(self, buf, o):
+        """Compare the sums with the 4 bytes at buf[o]; True if equal."""
+        return (buf[o] << 8 | buf[o + 1]) == self.cb and (buf[o + 2] << 8 | buf[o + 3]) == self.ca
+
+    def _put_sum(self, buf, o):
+        buf[o] = self.cb >> 8
+        buf[o + 1] = self.cb & 0xFF
+        buf[o + 2] = self.ca >> 8
+        buf[o + 3] = self.ca & 0xFF
+
+    def _read_sb(self, at):
+        """Read the superblock at `at`; its generation, or -1 if not valid."""
+        b = self.sbuf
+        self.f.seek(at)
+        if _read(self.f, b, _SB) != _SB:
+            return -1
+        self.ca = 1
+        self.cb = 0
+        self._sum(b, 0, 12)
+        if not self._check(b, 12):
+            return -1
+        self.gen = _u32(b, 0)
+        self.sb_off = _u32(b, 4)
+        self.sb_seq = _u32(b, 8)
+        if self.sb_off >= self.ring:
+            return -1
+        return self.gen
+
+    def _write_sb(self, off, seq):
+        """Persist a new tail in the older superblock (the newer one stays
+        valid if this write is torn)."""
+        self.gen = (self.gen + 1) & _MASK
+        b = self.sbuf
+        _put32(b, 0, self.gen)
+        _put32(b, 4, off)
+        _put32(b, 8, seq)
+        self.ca = 1
+        self.cb = 0
+        self._sum(b, 0, 12)
+        self._put_sum(b, 12)
+        self.f.seek(_SB * (self.gen & 1))
+        _write(self.f, b, 0, _SB)
+        _sync(self.f)
+        self.sb_off = off
+        self.sb_seq = seq
+
+    def _at(self, pos):
+        """Records never start within a header's length of the end."""
+        return 0 if self.ring - pos < _HDR else pos
+
+    def _kind(self, pos):
+        """Read the header at pos into self.hdr; its kind, or 0 if no magic."""
+        h = self.hdr
+        self.f.seek(_DATA + pos)
+        if _read(self.f, h, _HDR) != _HDR or h[0] & 0xF0 != 0xB0:
+            return 0
+        return h[0] & 0x0F
+
+    def _after(self, pos):
+        """Position of the record after the one whose header is in self.hdr."""
+        h = self.hdr
+        if h[0] & 0x0F == _SKIP:
+            return 0
+        return self._at(pos + _HDR + (h[2] << 8 | h[3]))
+
+    def _valid(self, pos, seq):
+        """Read and check the record at pos (body into self.buf): its kind,
+        or 0 when it is not the whole record numbered seq."""
+        k = self._kind(pos)
+        h = self.hdr
+        n = h[2] << 8 | h[3]
+        if not k or k > _SKIP or _u32(h, 4) != seq or pos + _HDR + n > self.ring:
+            return 0
+        if k == _PUB:
+            if not 0 < n <= len(self.buf):
+                return 0
+        elif n != (0 if k == _SKIP else _CTL):
+            return 0
+        if n and _read(self.f, self.buf, n) != n:
+            return 0
+        self.ca = 1
+        self.cb = 0
+        self._sum(h, 0, 8)
+        self._sum(self.buf, 0, n)
+        return k if self._check(h, 8) else 0
+
+    def _append(self, kind, flag, buf, off, n, keep):
+        """Append one record, leaving `keep` bytes free for the control
+        records of messages already stored; False when it does not fit."""
+        size = _HDR + n
+        head = self.head
+        need = size
+        if head + size > self.ring:
+            need += self.ring - head
+        if self.sb_used + need + keep > self.ring:
+            self._retail()
+            used = self._used()
+            if used + need + keep > self.ring:
+                return False
+            self._write_sb(self.t_off, self.t_seq)
+            self.sb_used = used
+        if head + size > self.ring:
+            if self.ring - head >= _HDR:
+                self._record(head, _SKIP, 0, buf, off, 0)
+            head = 0
+        self._record(head, kind, flag, buf, off, n)
+        self.last_off = head
+        self.last_seq = (self.seq - 1) & _MASK
+        self.head = head + size
+        self.sb_used += need
+        return True
+
+    def _record(self, pos, kind, flag, buf, off, n):
+        h = self.hdr
+        h[0] = 0xB0 | kind
+        h[1] = flag
+        h[2] = n >> 8
+        h[3] = n & 0xFF
+        _put32(h, 4, self.seq)
+        self.ca = 1
+        self.cb = 0
+        self._sum(h, 0, 8)
+        self._sum(buf, off, n)
+        self._put_sum(h, 8)
+        f = self.f
+        f.seek(_DATA + pos)
+        _write(f, h, 0, _HDR)
+        if n:
+            _write(f, buf, off, n)
+        _sync(f)
+        self.seq = (self.seq + 1) & _MASK
+
+    def _note(self, kind, ref, pid):
+        """Append a control record (may use the reserve); False if no room."""
+        c = self.ctl
+        _put32(c, 0, ref)
+        c[4] = pid >> 8
+        c[5] = pid & 0xFF
+        return self._append(kind, 0, c, 0, _CTL, 0)
+
+    def _control(self, kind, ref, pid):
+        if not self._note(kind, ref, pid):
+            raise OSError("outbox full")
+
+    # ---- the tail ---------------------------------------------------------
+
+    def _retail(self):
+        """Move the tail to the oldest record still needed."""
+        s = self.s
+        base = self.t_seq
+        best = -1
+        off = 0
+        i = 0
+        while i < s.slots:
+            if s.s_state[i]:
+                d = (self.o_seq[i] - base) & _MASK
+                if best < 0 or d < best:
+                    best = d
+                    off = self.o_off[i]
+            i += 1
+        i = 0
+        while i < s.inbound:
+            if s.in_pid[i]:
+                d = (self.i_seq[i] - base) & _MASK
+                if best < 0 or d < best:
+                    best = d
+                    off = self.i_off[i]
+            i += 1
+        if self.backlog:
+            d = (self.bl_seq - base) & _MASK
+            if best < 0 or d < best:
+                best = d
+                off = self.bl_off
+        if best < 0:
+            self.t_off = self.head
+            self.t_seq = self.seq
+            self.live = False
+        else:
+            self.t_off = off
+            self.t_seq = (base + best) & _MASK
+            self.live = True
+
+    def _used(self):
+        if not self.live:
+            return 0
+        d = (self.head - self.t_off) % self.ring
+        return d if d else self.ring
+
+    def free(self):
+        """Bytes a new message (with its header) may still take, before the
+        space owed to the control records of the messages already stored."""
+        self._retail()
+        return max(0, self.ring - self._used() - self.reserve - self.owed)
+
+    def _keep(self, cost):
+        """Room a new message must leave: the fixed reserve, and the control
+        records still owed by every stored message and by this one."""
+        return self.reserve + self.owed + cost
+
+    # ---- attaching to a session, reloading ----------------------------------
+
+    def attach(self, s):
+        """Reload into Session s (at client construction): messages that were
+        in slots come back as sent (resent or sent anew on connect as the
+        session decides), released QoS 2 flows as awaiting PUBCOMP, inbound
+        QoS 2 ids as awaiting PUBREL; free slots take backlog messages."""
+        self.s = s
+        self.buf = bytearray(max(s.slot_size, _CTL))
+        mv = memoryview(s.store)
+        ss = s.slot_size
+        self.views = [mv[i * ss:(i + 1) * ss] for i in range(s.slots)]
+        self.o_seq = array("i", bytes(4 * s.slots))  # PUB record of each slot
+        self.o_off = array("i", bytes(4 * s.slots))
+        self.i_seq = array("i", bytes(4 * s.inbound))  # IN_ADD record of each inbound id
+        self.i_off = array("i", bytes(4 * s.inbound))
+        self.o_rec = bytearray(s.slots)  # 1: no REC owed (QoS 1, or written)
+        # Draining a full store writes control records (LOAD, REC, DONE)
+        # before the space of the messages drained comes free: every stored
+        # message owes them (`owed` bytes) and new messages leave that room.
+        # Besides, a fixed reserve for two skipped ends of the ring and the
+        # inbound QoS 2 ids.
+        self.owed = 0
+        self.reserve = 2 * (_HDR + ss) + (2 * s.inbound + 2) * _C
+        if self.reserve + 4 * _C + _HDR + ss > self.ring:
+            raise ValueError("outbox too small for the session's slots")
+        self._replay()
+        s.ob = self
+        self._fill()
+
+    def _replay(self):
+        s = self.s
+        pos = self._at(self.sb_off)
+        seq = self.sb_seq
+        self.backlog = 0
+        self.bl_seq = self.bl_off = -1
+        order = []  # slots in publish order
+        while True:
+            self.head = pos  # (bounds _next_backlog's walk)
+            k = self._valid(pos, seq)
+            if not k:
+                break
+            b = self.buf
+            ref = _u32(b, 0)
+            pid = b[4] << 8 | b[5]
+            if k == _PUB:
+                q2 = (b[0] >> 1) & 3 == 2
+                if self.hdr[1]:
+                    i = self._slot_for(pos, seq)
+                    order.append(i)
+                    self._restore(i, self.hdr[2] << 8 | self.hdr[3], b)
+                    self.owed += _C * (2 if q2 else 1)
+                else:
+                    self.owed += _C * (3 if q2 else 2)
+                    self.backlog += 1
+                    if self.bl_seq < 0:
+                        self.bl_seq = seq
+                        self.bl_off = pos
+            elif k == _LOAD and ref == self.bl_seq:  # else its PUB is behind the tail: done
+                i = self._slot_for(self.bl_off, ref)
+                order.append(i)
+                self._kind(self.bl_off)
+                n = self.hdr[2] << 8 | self.hdr[3]
+                _read(self.f, b, n)
+                _set_pid(b, pid)
+                self._restore(i, n, b)
+                self.owed -= _C
+                self._next_backlog()
+                self._kind(pos)  # the walk goes on from this record
+            elif k == _REC or k == _DONE:
+                i = self._slot_of(ref)
+                if i >= 0:
+                    self._settle(i, k)
+                    s.s_state[i] = _WAIT_COMP if k == _REC else _FREE
+            elif k == _IN_ADD:
+                j = 0
+                while j < s.inbound and s.in_pid[j]:
+                    j += 1
+                if j == s.inbound:
+                    raise ValueError("outbox holds more inbound ids than `inbound`")
+                s.in_pid[j] = pid
+                self.i_seq[j] = seq
+                self.i_off[j] = pos
+            elif k == _IN_DEL or k == _IN_CLR:
+                j = 0
+                while j < s.inbound:
+                    if k == _IN_CLR or s.in_pid[j] == pid:
+                        s.in_pid[j] = 0
+                    j += 1
+            pos = self._after(pos)
+            seq = (seq + 1) & _MASK
+        self.head = pos
+        self.seq = seq
+        self.t_off = self._at(self.sb_off)
+        self.t_seq = self.sb_seq
+        self._retail()
+        d = (pos - self.sb_off) % self.ring
+        self.sb_used = d if d or seq == self.sb_seq else self.ring
+        for i in order:  # the session numbers its slots in publish order
+            if s.s_state[i]:
+                s._number(i)
+
+    def _slot_for(self, pos, seq):
+        s = self.s
+        i = 0
+        while i < s.slots and s.s_state[i]:
+            i += 1
+        if i == s.slots:
+            raise ValueError("outbox holds more messages in flight than `slots`")
+        self.o_seq[i] = seq
+        self.o_off[i] = pos
+        return i
+
+    def _restore(self, i, n, b):
+        """Slot i takes the PUBLISH in b as sent before the reboot."""
+        s = self.s
+        o = i * s.slot_size
+        s.store[o:o + n] = memoryview(b)[:n]
+        qos = (b[0] >> 1) & 3
+        s.s_len[i] = n
+        s.s_qos[i] = qos
+        s.s_pid[i] = _pid_at(b, 0)
+        s.s_state[i] = _WAIT_ACK if qos == 1 else _WAIT_REC
+        self.o_rec[i] = qos == 1
+        s.s_t0[i] = s.clock()
+        s.s_exp_off[i] = 0
+
+    def _settle(self, i, k):
+        """A REC or DONE record for slot i was written: it owes less."""
+        if k == _REC:
+            self.o_rec[i] = 1
+            self.owed -= _C
+        else:
+            self.owed -= _C * (2 - self.o_rec[i])  # a REC never written is not owed
+
+    def _slot_of(self, ref):
+        s = self.s
+        i = 0
+        while i < s.slots:
+            if s.s_state[i] and self.o_seq[i] == ref:
+                return i
+            i += 1
+        return -1
+
+    def _next_backlog(self):
+        """The backlog's first message was loaded: find the next one."""
+        self.backlog -= 1
+        if not self.backlog:
+            self.bl_seq = self.bl_off = -1
+            return
+        pos = self.bl_off
+        seq = self.bl_seq
+        self._kind(pos)
+        while True:
+            pos = self._after(pos)
+            seq = (seq + 1) & _MASK
+            if pos == self._at(self.head):
+                raise ValueError("outbox: backlog record missing")
+            if self._kind(pos) == _PUB and not self.hdr[1]:
+                self.bl_off = pos
+                self.bl_seq = seq
+                return
+
+    def _fill(self):
+        """Free slots take backlog messages, oldest first."""
+        i = 0
+        while i < self.s.slots and self.backlog:
+            if not self.s.s_state[i] and not self._load(i):
+                return
+            i += 1
+
+    def _load(self, i):
+        """Move the oldest backlog message into free slot i with a new packet
+        id, recorded (LOAD) before the session may send it. False if there
+        is no packet id or no room for the record: it stays in the backlog."""
+        s = self.s
+        pid = s._new_pid()
+        if not pid:
+            return False
+        self._kind(self.bl_off)
+        n = self.hdr[2] << 8 | self.hdr[3]
+        _read(self.f, self.views[i], n)
+        o = i * s.slot_size
+        _set_pid(s.store, pid, o)
+        if not self._note(_LOAD, self.bl_seq, pid):
+            return False
+        self.owed -= _C
+        self.o_seq[i] = self.bl_seq
+        self.o_off[i] = self.bl_off
+        s.s_len[i] = n
+        s.s_qos[i] = (s.store[o] >> 1) & 3
+        self.o_rec[i] = s.s_qos[i] == 1
+        s.s_pid[i] = pid
+        s.s_state[i] = _QUEUED
+        s.s_t0[i] = s.clock()
+        s.s_exp_off[i] = 0
+        s._number(i)
+        self._next_backlog()
+        return True
+
+    # ---- hooks called by the session ----------------------------------------
+
+    def put(self, i):
+        """Session slot i holds a new QoS 1/2 message (not sent yet): record
+        it. False when the outbox is full."""
+        s = self.s
+        q1 = s.s_qos[i] == 1
+        cost = _C if q1 else 2 * _C  # DONE, REC
+        if not self._append(_PUB, 1, s.store, i * s.slot_size, s.s_len[i], self._keep(cost)):
+            return False
+        self.owed += cost
+        self.o_rec[i] = q1
+        self.o_seq[i] = self.last_seq
+        self.o_off[i] = self.last_off
+        return True
+
+    def defer(self, n):
+        """Every slot is taken: keep the PUBLISH of n bytes in self.buf (its
+        packet id comes when it moves into a slot). STORED or OUTBOX_FULL."""
+        cost = (3 if (self.buf[0] >> 1) & 3 == 2 else 2) * _C  # LOAD, DONE, REC
+        if not self._append(_PUB, 0, self.buf, 0, n, self._keep(cost)):
+            return OUTBOX_FULL
+        self.owed += cost
+        if not self.backlog:
+            self.bl_seq = self.last_seq
+            self.bl_off = self.last_off
+        self.backlog += 1
+        return STORED
+
+    def rec(self, i):
+        """PUBREC came for slot i; recorded before the PUBREL goes out."""
+        self._control(_REC, self.o_seq[i], self.s.s_pid[i])
+        self._settle(i, _REC)
+
+    def done(self, i):
+        """The flow of slot i ended (the session freed it): retire its record
+        and move the next backlog message into the slot."""
+        self._control(_DONE, self.o_seq[i], self.s.s_pid[i])
+        self._settle(i, _DONE)
+        self._fill()
+
+    def inbound(self, pid, add):
+        """A QoS 2 id was recorded (add) or released; pid 0 with add False:
+        all inbound ids are being dropped. Recorded before PUBREC / PUBCOMP."""
+        s = self.s
+        if add:
+            self._control(_IN_ADD, 0, pid)
+            j = 0
+            while j < s.inbound:
+                if s.in_pid[j] == pid:
+                    self.i_seq[j] = self.last_seq
+                    self.i_off[j] = self.last_off
+                j += 1
+        elif pid:
+            self._control(_IN_DEL, 0, pid)
+        else:  # called before the session clears its ids
+            j = 0
+            while j < s.inbound and not s.in_pid[j]:
+                j += 1
+            if j < s.inbound:
+                self._control(_IN_CLR, 0, 0)
+
+    def close(self):
+        self.f.close()
+
+
+def _u32(b, o):
+    return (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
+
+
+def _put32(b, o, v):
+    b[o] = (v >> 24) & 0xFF
+    b[o + 1] = (v >> 16) & 0xFF
+    b[o + 2] = (v >> 8) & 0xFF
+    b[o + 3] = v & 0xFF
+
+
+def _pid_off(b, o):
+    """Offset of the packet id in the PUBLISH at b[o]."""
+    p = o + 1
+    while b[p] & 0x80:  # remaining length
+        p += 1
+    p += 1
+    return p + 2 + (b[p] << 8 | b[p + 1])  # after the topic
+
+
+def _pid_at(b, o):
+    p = _pid_off(b, o)
+    return b[p] << 8 | b[p + 1]
+
+
+def _set_pid(b, pid, o=0):
+    p = _pid_off(b, o)
+    b[p] = pid >> 8
+    b[p + 1] = pid & 0xFF
