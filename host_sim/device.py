@@ -66,15 +66,16 @@ class Device(MQTTClient):
             self.writes[pid] = self.writes.get(pid, 0) + 1
 
 
-_sink = None
-
-
-def emit(ev, d):
-    d["ev"] = ev
-    if _sink is None:
-        print("@@ " + json.dumps(d))
-    else:
-        _sink(d)
+def emitter(sink):
+    """emit(ev, dict): a "@@ json" line on stdout, or sink(dict) in-process
+    (one per device: CPython runs many devices at once)."""
+    def emit(ev, d):
+        d["ev"] = ev
+        if sink is None:
+            print("@@ " + json.dumps(d))
+        else:
+            sink(d)
+    return emit
 
 
 def make_client(p):
@@ -90,7 +91,7 @@ def make_client(p):
                   timeout_ms=p.get("timeout_ms", 3000), **kw)
 
 
-def telemetry(p):
+def telemetry(p, emit):
     c = make_client(p)
     qos = p["qos"]
     n = p["n"]
@@ -134,13 +135,13 @@ def telemetry(p):
     emit("end", {"flushed": flushed, "connects": c.connects, "sp": c.s.session_present})
 
 
-def _error(where, e):
+def _error(emit, where, e):
     emit("error", {"where": where, "type": type(e).__name__,
                    "reason": getattr(e, "reason", e.args[0] if e.args else None),
                    "text": str(e)})
 
 
-def edge(p):
+def edge(p, emit):
     """reconnect=False so every error surfaces here; the program reconnects
     by itself (as the client would) and reports each error."""
     c = make_client(p)
@@ -163,7 +164,7 @@ def edge(p):
         for i in range(p.get("n", 0)):
             c.publish(p["topic"], b"e%d" % i, p.get("qos", 1))
     except Exception as e:
-        _error("setup", e)
+        _error(emit, "setup", e)
     t0 = ticks_ms()
     while ticks_diff(ticks_ms(), t0) < p.get("seconds", 1) * 1000:
         try:
@@ -173,7 +174,7 @@ def edge(p):
             else:
                 c.poll(20)
         except Exception as e:
-            _error("poll", e)
+            _error(emit, "poll", e)
             c.close()
     emit("end", {"connects": c.connects, "connected": c.connected, "pending": c.s.pending(),
                  "messages": counts["msg"], "done": counts["done"]})
@@ -185,12 +186,7 @@ PROGRAMS = {"telemetry": telemetry, "edge": edge}
 
 
 def run(program, params, sink=None):
-    global _sink
-    _sink = sink
-    try:
-        PROGRAMS[program](params)
-    finally:
-        _sink = None
+    PROGRAMS[program](params, emitter(sink))
 
 
 if __name__ == "__main__":

@@ -227,3 +227,16 @@ def run_case(name, version, runtime):
 def all_cases():
     """(name, version) for every case."""
     return [(n, v) for n, c in CASES.items() for v in c[0]]
+
+
+def main(runtimes):
+    """Run every case on each runtime; print one line per case; 1 if any failed."""
+    failed = 0
+    for runtime in runtimes:
+        for name, v in all_cases():
+            problems, broker, run = run_case(name, v, runtime)
+            print("%-12s %-28s v%d  %s" % (runtime, name, v, "ok" if not problems else
+                                            "FAILED: " + "; ".join(problems)))
+            failed += bool(problems)
+    print("%d case(s) failed" % failed if failed else "all edge cases ended as the spec says")
+    return 1 if failed else 0
