@@ -5,6 +5,7 @@
 #
 # Under the MicroPython unix port:
 #   MICROPYPATH=firmware:. micropython host_sim/device.py PROGRAM PARAMS_JSON
+#   (PARAMS_JSON "-": read from one line on stdin)
 # prints one "@@ {json}" line per event and "@@ {"ev": "end", ...}" last.
 # On CPython host_sim.devices calls run(program, params, sink) in a thread:
 # the same events, passed to sink as dicts.
@@ -190,4 +191,7 @@ def run(program, params, sink=None):
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], json.loads(sys.argv[2]))
+    # PARAMS_JSON "-": one line on stdin (the unix port v1.29 dies with "FATAL:
+    # uncaught NLR" on a command-line argument of 250 characters or more)
+    arg = sys.argv[2]
+    run(sys.argv[1], json.loads(sys.stdin.readline() if arg == "-" else arg))

@@ -48,9 +48,11 @@ class DeviceRun:
             env["MICROPYPATH"] = os.pathsep.join([str(REPO / "firmware"), str(REPO)])
             self.proc = subprocess.Popen(
                 [micropython_binary(), "-X", "heapsize=" + MP_HEAPSIZE,
-                 str(REPO / "host_sim" / "device.py"), self.program, json.dumps(self.params)],
+                 str(REPO / "host_sim" / "device.py"), self.program, "-"],
                 cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL)
+                stdin=subprocess.PIPE)
+            self.proc.stdin.write((json.dumps(self.params) + "\n").encode())
+            self.proc.stdin.close()
             self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
         return self

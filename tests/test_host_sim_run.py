@@ -79,3 +79,14 @@ def test_broken_guarantee_gives_nonzero_exit(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "QoS 1: 5 message(s) lost" in p.stdout, p.stdout
     assert list((tmp_path / "t").glob("run=lossy-*/published/*.parquet"))
+
+
+def test_micropython_device_processes(tmp_path):
+    # the firmware's client in unix-port processes, with simulated sensors
+    code, r = run("micropython", seed=2, out=str(tmp_path), quiet=True)
+    assert code == 0, r["broken"]
+    pub = traces.read(r["root"], "published")
+    assert len(pub) == 4 * 40 and {x["runtime"] for x in pub} == {"micropython"}
+    assert {x["mqtt_version"] for x in pub} == {4, 5} and {x["qos"] for x in pub} == {1, 2}
+    assert r["link_cuts"] > 0 and any(x["attempts"] > 1 for x in pub)
+    assert r["summary"]["2"]["duplicated"] == 0 and r["summary"]["1"]["lost"] == 0
