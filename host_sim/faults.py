@@ -25,7 +25,7 @@ def sweep_points(qos, nth=3):
     for d, t in EXCHANGE[qos]:
         for action in CUT_ACTIONS:
             out.append(("%s-%s-%s" % (t, d, action), [Rule(d, t, nth, action)]))
-    out.append(("PUBLISH-c2s-drop+CONNACK-s2c-after",
+    out.append(("PUBLISH-c2s-drop-then-CONNACK-s2c-after",
                 [Rule("c2s", "PUBLISH", nth, "drop"), Rule("s2c", "CONNACK", 2, "after")]))
     return out
 

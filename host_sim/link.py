@@ -176,21 +176,28 @@ class Link:
     async def _close(self):
         if self.server:
             self.server.close()
-        self._cut_all()
+        self._cut_all(hard=True)
 
-    def _cut_all(self):
+    def _cut_all(self, hard=False):
         for c in self.conns:
-            self._cut(c)
+            self._cut(c, hard)
 
-    def _cut(self, conn):
-        if conn.cut:
+    def _cut(self, conn, hard=False):
+        """End a connection: the broker side closes at once; the device side
+        gets everything already forwarded, then EOF, and whatever the device
+        still sends is read and dropped until it closes (so a packet
+        forwarded before a cut is surely seen by the device)."""
+        if conn.cut and not hard:
             return
         conn.cut = True
-        for w in conn.writer.values():
-            try:
-                w.close()
-            except Exception:
-                pass
+        conn.writer["c2s"].close()
+        cw = conn.writer["s2c"]
+        try:
+            if hard:
+                raise OSError
+            cw.write_eof()
+        except (OSError, RuntimeError):
+            cw.close()
 
     async def _accept(self, cr, cw):
         if time.monotonic() < self.refuse_until:
@@ -211,25 +218,23 @@ class Link:
         reader, writer = conn.reader[d], conn.writer[d]
         split = wire.Splitter()
         try:
-            while not conn.cut:
+            while True:
                 data = await reader.read(65536)
                 if not data:
                     break
-                if conn.blackholed:
-                    continue
+                if conn.cut and d == "s2c":
+                    break
+                if conn.cut or conn.blackholed:
+                    continue  # dropped: a cut or black-holed link
                 for raw in split.feed(data):
                     if conn.cut or conn.blackholed:
                         break
                     await self._packet(conn, d, raw, writer)
         except (OSError, asyncio.IncompleteReadError):
             pass
-        if conn.blackholed and not conn.cut and d == "s2c":
-            # the broker ended its side of a black-holed link: keep the
-            # device's side open (it must notice by itself)
-            while not conn.cut:
-                await asyncio.sleep(0.05)
-        self._cut(conn)
-
+        if d == "s2c" and conn.blackholed and not conn.cut:
+            return  # the broker gave up on a black-holed link: the device must notice
+        self._cut(conn, hard=d == "c2s")
     async def _packet(self, conn, d, raw, writer):
         if d == "c2s" and raw[0] >> 4 == CONNECT:
             conn.version = wire.connect_version(raw)

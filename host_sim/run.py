@@ -89,12 +89,16 @@ class Runner:
         self.quiet = quiet
         self.log = log
         self.specs = scenario.expand(sc, seed)
-        self.run_id = "%s-s%d-%s" % (sc["name"], seed, time.strftime("%Y%m%dT%H%M%S"))
+        now = time.time()
+        self.run_id = "%s-s%d-%s%03d" % (sc["name"], seed,
+                                         time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)),
+                                         int(now * 1000) % 1000)
         self.prefix = "sim/%s" % self.run_id
         opts = sc.get("run", {})
         self.concurrency = opts.get("concurrency", 0) or len(self.specs)
         self.settle_s = opts.get("settle_s", 10)
         self.result = None
+        self.finished = []  # Active devices (spec, link, run) after execute()
 
     def topic(self, spec):
         return "%s/%s" % (self.prefix, spec.device)
@@ -123,6 +127,7 @@ class Runner:
         finished, errors, restarted = [], [], []
         try:
             finished, errors, restarted = self._devices(broker, sub, restarts, t0)
+            self.finished = finished
             expect = [(a.spec.device, s) for a in finished if a.spec.qos >= 1
                       for s in range(a.spec.n)]
             sub.wait_for(expect, self.settle_s)
@@ -187,6 +192,10 @@ class Runner:
             cuts += a.link.cuts
             for v in protocol_violations(a.link.log):
                 violations.append((a.spec.device, v))
+            if self.sc["kind"] == "sweep":
+                for rule in a.link.rules:
+                    if not rule.fired:
+                        violations.append((a.spec.device, "cut point never reached: %r" % rule))
             for p, name in pubrel_after_pubrec(a.link.log).items():
                 if name == "PUBLISH":
                     violations.append((a.spec.device, "PUBLISH %r resent after PUBREC" % p))
