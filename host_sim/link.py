@@ -255,6 +255,9 @@ class Link:
         delay = self.delay_ms + (self.rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0)
         if delay:
             await asyncio.sleep(delay / 1000)
+            if conn.cut or conn.blackholed:
+                e["action"] = e["action"] or "unsent"  # the link died meanwhile
+                return
         send = raw
         if rule is not None:
             if rule.refuse_s:
@@ -275,6 +278,7 @@ class Link:
                 writer.write(send)
                 await writer.drain()
             except (OSError, RuntimeError):
+                e["action"] = e["action"] or "unsent"
                 self._cut(conn)
                 return
             if self.rate_bps:
