@@ -46,6 +46,19 @@ class Sensor:
         return self.base + (k if k < 20 else 40 - k) / 10
 
 
+def publish_pid(buf, off):
+    """The packet id of the QoS 1/2 PUBLISH at buf[off], else 0."""
+    first = buf[off]
+    if first >> 4 != 3 or not first & 0x06:
+        return 0
+    i = off + 1
+    while buf[i] & 0x80:
+        i += 1
+    i += 1
+    j = i + 2 + ((buf[i] << 8) | buf[i + 1])
+    return (buf[j] << 8) | buf[j + 1]
+
+
 class Device(MQTTClient):
     """MQTTClient that also counts how often each outbound PUBLISH packet id
     was written (1 + resends), read from the packets it writes."""
@@ -56,14 +69,8 @@ class Device(MQTTClient):
 
     def _write(self, buf, off, n):
         MQTTClient._write(self, buf, off, n)
-        first = buf[off]
-        if first >> 4 == 3 and first & 0x06:
-            i = off + 1
-            while buf[i] & 0x80:
-                i += 1
-            i += 1
-            j = i + 2 + ((buf[i] << 8) | buf[i + 1])
-            pid = (buf[j] << 8) | buf[j + 1]
+        pid = publish_pid(buf, off)
+        if pid:
             self.writes[pid] = self.writes.get(pid, 0) + 1
 
 
