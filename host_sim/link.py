@@ -27,7 +27,7 @@ import random
 import threading
 import time
 
-from frugalmqtt.codec import CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, DISCONNECT
+from frugalmqtt.codec import CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
 from . import wire
 
 ACTIONS = ("after", "drop", "mid", "blackhole")
@@ -118,6 +118,10 @@ class Link:
         self.refuse_until = 0.0
         self.bytes = {"c2s": 0, "s2c": 0}
         self.pids = {"c2s": {}, "s2c": {}}  # PUBLISH direction -> pid -> payload
+        # QoS 1/2 PUBLISHes from the device not yet acknowledged to it: +1 as
+        # one arrives, -1 as the ack ending its flow is forwarded; and the peak
+        self.outstanding = 0
+        self.max_outstanding = 0
         self.server = None
         self.port = None
 
@@ -152,6 +156,11 @@ class Link:
         return [e for e in list(self.log) if (d is None or e["dir"] == d)
                 and (t is None or e["type"] == t) and (conn is None or e["conn"] == conn)
                 and (payload is None or e.get("payload") == payload)]
+
+    @property
+    def errors(self):
+        """Packets the codec refused (the device or broker sent them)."""
+        return [e for e in list(self.log) if e["error"] is not None]
 
     def dump(self):
         return "\n".join(
@@ -250,6 +259,7 @@ class Link:
         rule = self._match(d, e, len(raw))
         e["action"] = rule.action if rule else None
         self.log.append(e)
+        self._count(d, e)
         start = self.bytes[d]
         self.bytes[d] += len(raw)
         delay = self.delay_ms + (self.rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0)
@@ -286,6 +296,15 @@ class Link:
         if rule is not None:
             self.cuts += 1
             self._cut(conn)
+
+    def _count(self, d, e):
+        t = e["type"]
+        if d == "c2s" and t == PUBLISH and e.get("qos"):
+            self.outstanding += 1
+            self.max_outstanding = max(self.max_outstanding, self.outstanding)
+        elif d == "s2c" and (t == PUBACK or t == PUBCOMP
+                             or (t == PUBREC and (e["reason"] or 0) >= 0x80)):
+            self.outstanding -= 1
 
     def _match(self, d, e, size):
         for r in self.rules:
@@ -358,6 +377,3 @@ def pubrel_after_pubrec(log):
             out[p] = e["name"]
     return out
 
-
-__all__ = ["Link", "Rule", "start_link", "protocol_violations", "pubrel_after_pubrec",
-           "DISCONNECT"]

@@ -6,7 +6,7 @@ connects again and keeps working)."""
 import pytest
 
 from host_sim import edge
-from host_sim.scripted import ScriptedBroker, build_publish
+from host_sim.scripted import ScriptedBroker
 
 
 @pytest.mark.parametrize("runtime", ["cpython", "micropython"])
