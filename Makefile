@@ -53,6 +53,14 @@ bench:
 reboot-soak:
 	$(PY) tests/outbox_reboot.py --kills 100 --seed 7
 
+# The host simulator's whole scenario set (a few minutes; `make test` runs
+# the small versions). Traces go to traces/run=<id>/.
+SCENARIOS ?= basic micropython sweep soak fleet
+.PHONY: scenarios
+scenarios:
+	$(PY) -m host_sim edge
+	for s in $(SCENARIOS); do $(PY) -m host_sim run $$s --out traces || exit 1; done
+
 # Which client-side spec requirements the tests cite (a report: never fails
 # on gaps, only when ../shared/spec/conformance.md is missing).
 .PHONY: conformance

@@ -2,7 +2,6 @@
 a free loopback port, the venv's micropython binary, and an independent
 paho-mqtt subscriber that records what mosquitto delivers."""
 import os
-import socket
 import sys
 import threading
 from collections import namedtuple
@@ -12,19 +11,12 @@ import pytest
 
 import paho.mqtt.client as paho
 
+from host_sim.broker import free_port  # noqa: F401  (re-exported for the tests)
+
 WAIT_S = 10.0
 
 # One message the paho subscriber received; index access works as (topic, payload, qos, retain)
 Received = namedtuple("Received", "topic payload qos retain properties")
-
-
-def free_port(host="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def micropython_binary():

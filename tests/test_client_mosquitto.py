@@ -5,25 +5,24 @@ The device side of every scenario is tests/mp_client/scenarios.py: the same
 code runs in both runtimes and reports JSON events ("@@ {...}" lines under
 MicroPython). This file starts mosquitto (tests/conftest.py `mosquitto`
 factory), an independent paho-mqtt subscriber where one is useful, and a
-recording TCP proxy between a device client and mosquitto: it frames both
-directions with codec.Framer, logs every packet and can cut the connection
-at a chosen packet (forward it then close both sides, or close without
-forwarding it), to check what the client puts on the wire and how it resumes
-its session.
+recording link (host_sim.link, the simulator's TCP proxy) between a device
+client and mosquitto: it frames both directions with the codec, logs every
+packet and can cut the connection at a chosen packet (forward it then cut,
+or cut without forwarding it), to check what the client puts on the wire and
+how it resumes its session.
 """
 import importlib.util
 import json
 import os
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from frugalmqtt import codec, control, publish
+from frugalmqtt import codec
 from hostkit import PahoSubscriber, micropython_binary
+from host_sim.link import Link, Rule
 from frugalmqtt import props as P
 from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               DISCONNECT)
@@ -96,207 +95,21 @@ def cleanup():
         close()
 
 
-# ---- a recording, cutting TCP proxy -----------------------------------------
-
-def _publish_dir(d, ptype):
-    """Direction of the PUBLISH that an ack travelling in direction d belongs to."""
-    if ptype == PUBREL:
-        return d
-    return "s2c" if d == "c2s" else "c2s"
-
-
-class Proxy:
-    """Listens on 127.0.0.1; each accepted connection gets its own upstream
-    connection to the broker. Packets are framed with codec.Framer, decoded,
-    logged in `log` (dicts, in forwarding order) and forwarded one by one.
-
-    rules: dicts {dir: "c2s"|"s2c", type: packet type, payload: bytes,
-    nth: 1, action: "after"|"drop"}; the payload names the PUBLISH a packet
-    belongs to (acks are matched through their packet id; no payload for
-    other packets). "after" forwards the nth matching packet and then closes
-    both sides; "drop" closes both sides without forwarding it. Each rule
-    fires once.
-
-    Also counts unacknowledged QoS 1/2 PUBLISHes from the client: +1 when
-    the client's PUBLISH arrives, -1 just before the ack that ends its flow
-    is forwarded to the client; `max_outstanding` is the peak."""
-
-    def __init__(self, broker, version, rules=()):
-        self.upstream = (broker.host, broker.port)
-        self.version = version
-        self.rules = [dict(r, fired=False) for r in rules]
-        self.lock = threading.Lock()
-        self.log = []
-        self.conns = []
-        self.pids = {"c2s": {}, "s2c": {}}  # PUBLISH direction -> pid -> payload
-        self.outstanding = 0
-        self.max_outstanding = 0
-        self.errors = []
-        self.ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(8)
-        self.ls.settimeout(0.1)
-        self.port = self.ls.getsockname()[1]
-        self.stopping = False
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.stopping = True
-        self.thread.join(5)
-        self.ls.close()
-        with self.lock:
-            for c in self.conns:
-                self._cut(c)
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                cs, _ = self.ls.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            cs.settimeout(None)
-            up = socket.create_connection(self.upstream)
-            for s in (cs, up):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self.lock:
-                conn = {"idx": len(self.conns), "c": cs, "u": up, "cut": False}
-                self.conns.append(conn)
-            threading.Thread(target=self._pump, args=(conn, "c2s", cs, up), daemon=True).start()
-            threading.Thread(target=self._pump, args=(conn, "s2c", up, cs), daemon=True).start()
-
-    def _pump(self, conn, d, src, dst):
-        framer = codec.Framer(1 << 20)
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                off = 0
-                while off < len(data):
-                    off = framer.feed(data, off, len(data))
-                    if framer.done:
-                        raw = bytearray([framer.first])
-                        raw.extend(_vbi(framer.rl))
-                        raw.extend(framer.buf[:framer.rl])
-                        self._packet(conn, d, bytes(raw), dst)
-        except OSError:
-            pass
-        except Exception as e:  # a decoding problem: reported by the test
-            self.errors.append(repr(e))
-        with self.lock:
-            self._cut(conn)
-
-    def _cut(self, conn):
-        conn["cut"] = True
-        for s in (conn["c"], conn["u"]):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def _packet(self, conn, d, raw, dst):
-        with self.lock:
-            if conn["cut"]:
-                return
-            e = self._decode(raw)
-            e["conn"] = conn["idx"]
-            e["dir"] = d
-            t = e["type"]
-            if t == PUBLISH and e["qos"]:
-                self.pids[d][e["pid"]] = e["payload"]
-            elif PUBACK <= t <= PUBCOMP:
-                e["payload"] = self.pids[_publish_dir(d, t)].get(e["pid"])
-            action = None
-            for r in self.rules:
-                if (not r["fired"] and r["dir"] == d and r["type"] == t
-                        and r.get("payload") == e.get("payload")):
-                    r["seen"] = r.get("seen", 0) + 1
-                    if r["seen"] == r.get("nth", 1):
-                        r["fired"] = True
-                        action = r["action"]
-                        break
-            e["action"] = action
-            self.log.append(e)
-            if action == "drop":
-                self._cut(conn)
-                return
-            self._count(d, e)
-            try:
-                dst.sendall(raw)
-            except OSError:
-                self._cut(conn)
-                return
-            if action == "after":
-                self._cut(conn)
-
-    def _count(self, d, e):
-        t = e["type"]
-        if d == "c2s" and t == PUBLISH and e["qos"]:
-            self.outstanding += 1
-            self.max_outstanding = max(self.max_outstanding, self.outstanding)
-        elif d == "s2c" and (t == PUBACK or t == PUBCOMP or (t == PUBREC and e["reason"] >= 0x80)):
-            self.outstanding -= 1
-
-    def _decode(self, raw):
-        pkt = publish.Packet()
-        t = control.decode_packet(pkt, raw, 0, len(raw), self.version)
-        e = {"type": t, "first": raw[0], "pid": pkt.pid, "reason": pkt.reason}
-        if t == PUBLISH:
-            e.update(qos=pkt.qos, dup=pkt.dup, retain=pkt.retain, topic=pkt.topic_bytes(),
-                     payload=pkt.payload_bytes(), alias=pkt.props.get_int(P.TOPIC_ALIAS, 0),
-                     props=pkt.props.items())
-        elif t == CONNECT:
-            e.update(clean=pkt.extra.clean, props=list(pkt.extra.props or ()),
-                     client_id=pkt.extra.client_id)
-        elif t == CONNACK:
-            e.update(sp=pkt.sp, props=pkt.props.items() if self.version >= 5 else [])
-        return e
-
-    def dump(self):
-        """The log, one line per packet (for failure messages)."""
-        names = {1: "CONNECT", 2: "CONNACK", 3: "PUBLISH", 4: "PUBACK", 5: "PUBREC",
-                 6: "PUBREL", 7: "PUBCOMP", 8: "SUBSCRIBE", 9: "SUBACK", 12: "PINGREQ",
-                 13: "PINGRESP", 14: "DISCONNECT"}
-        with self.lock:
-            return "\n".join(
-                "%d %s %-10s pid=%s q=%s dup=%s rc=%s %r %s" % (
-                    e["conn"], e["dir"], names.get(e["type"], e["type"]), e["pid"],
-                    e.get("qos"), e.get("dup"), e["reason"], e.get("payload"),
-                    e["action"] or "") for e in self.log)
-
-    def wait_disconnect(self):
-        """Wait until the client's DISCONNECT has passed (scenarios end with
-        one): everything the client sent before it is in the log then."""
-        deadline = time.monotonic() + WAIT_S
-        while not self.packets("c2s", DISCONNECT):
-            assert time.monotonic() < deadline, "no DISCONNECT through the proxy:\n" + self.dump()
-            time.sleep(0.01)
-
-    def packets(self, d, t, conn=None):
-        with self.lock:
-            return [e for e in self.log if e["dir"] == d and e["type"] == t
-                    and (conn is None or e["conn"] == conn)]
-
-
-def _vbi(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
+# ---- the recording, cutting link (host_sim.link) ------------------------------
 
 def start_proxy(broker, version, cleanup, rules=()):
-    p = Proxy(broker, version, rules)
+    """A host_sim Link in front of the broker; rules are dicts of
+    link.Rule arguments (dir, type, payload, nth, action)."""
+    p = Link((broker.host, broker.port), [Rule(**r) for r in rules]).start()
     cleanup.append(p.close)
     return p
+
+
+def wait_disconnect(px):
+    """Wait until the client's DISCONNECT has passed (scenarios end with
+    one): everything the client sent before it is in the log then."""
+    assert px.wait(lambda: px.packets("c2s", DISCONNECT), WAIT_S), (
+        "no DISCONNECT through the proxy:\n" + px.dump())
 
 
 # ---- an independent subscriber (paho-mqtt) ----------------------------------
@@ -471,7 +284,7 @@ def test_topic_alias_used_after_first_publish(runtime, version, mosquitto, clean
     b = mosquitto("max_topic_alias 10")
     px = start_proxy(b, version, cleanup)
     ev = run_device(runtime, "alias", b, version, proxy_port=px.port)
-    px.wait_disconnect()
+    wait_disconnect(px)
     r = ev.result()
     assert r["flushed"] and r["connects"] == 1
     assert len(r["done"]) == 6 and all(reason < 0x80 for pid, reason in r["done"])
@@ -512,7 +325,7 @@ def test_receive_maximum_honoured(runtime, version, mosquitto, cleanup):
     px = start_proxy(b, version, cleanup)
     n = 50
     ev = run_device(runtime, "receive_max", b, version, proxy_port=px.port, n=n)
-    px.wait_disconnect()
+    wait_disconnect(px)
     r = ev.result()
     connack = px.packets("s2c", CONNACK)
     assert (P.RECEIVE_MAXIMUM, 2) in connack[0]["props"]
@@ -602,9 +415,9 @@ def test_reconnect_resends_publishes(runtime, version, mosquitto, cleanup):
     px = start_proxy(b, version, cleanup, RESUME_RULES)
     n = 8
     ev = run_device(runtime, "resume", b, version, proxy_port=px.port, n=n)
-    px.wait_disconnect()
+    wait_disconnect(px)
     r = ev.result()
-    assert all(rule["fired"] for rule in px.rules), (px.rules, px.dump())
+    assert all(rule.fired for rule in px.rules), (px.rules, px.dump())
     assert not px.errors
     assert r["flushed"] and r["connected"]
     assert r["sp_first"] is False and r["sp_last"] == 1
@@ -683,9 +496,9 @@ def test_reconnect_resumes_inbound_flows(runtime, version, mosquitto, cleanup):
     px = start_proxy(b, version, cleanup, RESUME_IN_RULES)
     n = 8
     ev = run_device(runtime, "resume_in", b, version, proxy_port=px.port, n=n)
-    px.wait_disconnect()
+    wait_disconnect(px)
     r = ev.result()
-    assert all(rule["fired"] for rule in px.rules), (px.rules, px.dump())
+    assert all(rule.fired for rule in px.rules), (px.rules, px.dump())
     assert not px.errors
     assert r["suback"] == 2 and r["flushed"] and r["got_end"] and r["connected"]
     _check_connects(px, version, RESUME_IN_RULES, r["connects"])

@@ -213,11 +213,10 @@ class AMQTTClient(ClientBase):
 
     async def _reader(self, t):
         s = self.s
-        f = s.framer
         try:
             while self.sock is t:
                 await _readable(t)
-                while s.link and f.read_from(t):
+                while s.link and self._read(t):
                     s.receive()
                     self._evt.set()
                     q = self._q

@@ -4,6 +4,7 @@
 # async) stays in each client.
 from .session import Session
 from .transport import Transport
+from .codec import MQTTError
 
 
 class ClientBase:
@@ -90,6 +91,21 @@ class ClientBase:
                            self.password, self.session_expiry)
         except Exception:
             ClientBase.close(self)
+            raise
+
+    def _read(self, sock):
+        """Read into the session's framer; True when a packet is complete. A
+        fixed header the framer refuses (over our Maximum Packet Size, a bad
+        remaining length) ends the connection like any protocol error:
+        DISCONNECT with its reason code on 5.0, just close on 3.1.1
+        [U-4.13.1-a] [MQTT-4.8.0-1]."""
+        try:
+            return self.s.framer.read_from(sock)
+        except MQTTError as e:
+            if self.s.version >= 5:
+                self.s.disconnect(e.reason)
+            else:
+                self.s.lost()
             raise
 
     def close(self):

@@ -102,7 +102,7 @@ class MQTTClient(ClientBase):
         if wait and not self.sock.wait_readable(wait):
             s.tick()
             return 0
-        while s.link and s.framer.read_from(self.sock):
+        while s.link and self._read(self.sock):
             t = s.receive()
         s.tick()
         return t
