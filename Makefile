@@ -55,3 +55,16 @@ clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	find . -name '*.mpy' -delete
+
+# Device bundles: .mpy for ESP32 (xtensawin) and RP2040 (armv6m) in build/mpy/,
+# failing on any mpy-cross warning; `size` prints each module and install
+# profile (tools/profiles.py); `package-json` rewrites the mip package files.
+.PHONY: mpy size package-json
+mpy:
+	$(PY) tools/mpy.py build
+
+size:
+	$(PY) tools/mpy.py size
+
+package-json:
+	$(PY) tools/profiles.py
