@@ -30,9 +30,10 @@ PROFILES = {
 # the tools say so and leave them out instead of failing. Empty it when they land.
 AWAITING = {"outbox": "outbox.py is built on the outbox branch"}
 
-# What every profile adds for the telemetry firmware (tools/deploy.py):
-# the modules of firmware/app/, installed as the package `app`.
-APP = ["__init__", "sensors", "telemetry", "main"]
+# What the telemetry firmware adds (tools/deploy.py, the board manifests):
+# modules of firmware/app/, installed at the device's root as .mpy; its
+# main.py goes as source (MicroPython runs /main.py at boot).
+APP = ["sensors", "wifi", "telemetry"]
 
 # Board profiles (boards/<name>/board.py); "unix" is the MicroPython unix port
 # standing in for a board in tests.

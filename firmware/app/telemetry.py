@@ -63,6 +63,24 @@ def tls_context(t):
     return ctx
 
 
+SEQ_FILE = "seq.txt"
+
+
+def load_seq():
+    """The next sequence number, kept across resets and deep sleep (a board
+    with RTC memory has its own load_seq/save_seq)."""
+    try:
+        with open(SEQ_FILE) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
+
+
+def save_seq(seq):
+    with open(SEQ_FILE, "w") as f:
+        f.write(str(seq))
+
+
 def load_config(path="config.json"):
     with open(path) as f:
         return json.load(f)
@@ -80,7 +98,9 @@ class Telemetry:
         self.samples = cfg.get("samples", 0)  # 0: forever
         self.deep = cfg.get("sleep", "idle") == "deep"
         self.version = cfg.get("broker", {}).get("version", 5)
-        self.seq = board.load_seq()
+        self.load_seq = getattr(board, "load_seq", load_seq)
+        self.save_seq = getattr(board, "save_seq", save_seq)
+        self.seq = self.load_seq()
         self.dropped = 0  # readings that found no room (QoS 0 offline, slots full)
         self.boot = ticks_ms()
         import sensors
@@ -214,7 +234,7 @@ class Telemetry:
         if c.connected:
             self._guard(c.flush, self.cfg.get("flush_ms", 5000))
             self._guard(c.disconnect)
-        self.board.save_seq(self.seq)
+        self.save_seq(self.seq)
         self.log("sleep: deep for %d ms" % self.period)
         self.board.deep_sleep(self.period)  # a device wakes through a reset
 
@@ -223,7 +243,7 @@ class Telemetry:
         if c.connected:
             self._guard(c.flush, self.cfg.get("flush_ms", 5000))
             self._guard(c.disconnect)
-        self.board.save_seq(self.seq)
+        self.save_seq(self.seq)
         self.log("telemetry: done, %d samples up to seq %d, %d dropped" % (
             self.samples, self.seq, self.dropped))
 
@@ -237,7 +257,6 @@ def main(config_path="config.json"):
             wifi.connect(cfg["wifi"])
         except OSError as e:
             print(e)
-            board.save_seq(board.load_seq())
             board.deep_sleep(cfg.get("period_ms", 10000))  # try again after a reset
             return
     if board.TLS.get("ntp") and cfg.get("tls"):
