@@ -68,3 +68,16 @@ size:
 
 package-json:
 	$(PY) tools/profiles.py
+
+# Put the telemetry firmware on a board and tail it:
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
+# (boards/$(BOARD)/config.json; "$NAME" values come from the environment)
+PORT ?= /dev/ttyUSB0
+BOARD ?= esp32
+PROFILE ?= base
+.PHONY: deploy monitor
+deploy:
+	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)
+
+monitor:
+	$(PY) tools/monitor.py $(PORT)

@@ -46,7 +46,8 @@ def sources():
     for m in profiles.APP:
         out.append((profiles.APP_DIR / (m + ".py"), "%s.mpy" % m))
     for b in profiles.BOARDS:
-        out.append((REPO / "boards" / b / "board.py", "boards/%s/board.mpy" % b))
+        for m in ["board"] + profiles.BOARD_EXTRAS.get(b, []):
+            out.append((REPO / "boards" / b / (m + ".py"), "boards/%s/%s.mpy" % (b, m)))
     return out
 
 

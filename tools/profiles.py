@@ -38,6 +38,8 @@ APP = ["sensors", "wifi", "telemetry"]
 # Board profiles (boards/<name>/board.py); "unix" is the MicroPython unix port
 # standing in for a board in tests.
 BOARDS = ["esp32", "rp2040", "unix"]
+# Board-side modules besides board.py (the unix port's `network` stand-in).
+BOARD_EXTRAS = {"unix": ["network"]}
 
 # The mip package file of each profile: `mpremote mip install github:OWNER/REPO`
 # installs package.json (base); the others by name, e.g.
