@@ -81,3 +81,9 @@ deploy:
 
 monitor:
 	$(PY) tools/monitor.py $(PORT)
+
+# Smallest heap for the telemetry firmware per install profile (unix port);
+# writes bench/results/heap-<date>.md
+.PHONY: heap-report
+heap-report:
+	$(PY) tools/heap_report.py

@@ -249,6 +249,8 @@ class Telemetry:
 
 
 def main(config_path="config.json"):
+    """The firmware: Wi-Fi, clock, then samples until cfg["samples"] (or
+    forever). Returns the Telemetry object when it stops."""
     import board
     cfg = load_config(config_path)
     if cfg.get("wifi"):
@@ -261,7 +263,9 @@ def main(config_path="config.json"):
             return
     if board.TLS.get("ntp") and cfg.get("tls"):
         board.set_clock()  # certificate validity needs the time
-    Telemetry(cfg, board).run()
+    t = Telemetry(cfg, board)
+    t.run()
+    return t
 
 
 if __name__ == "__main__" and sys.implementation.name == "micropython":
