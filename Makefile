@@ -87,3 +87,10 @@ monitor:
 .PHONY: heap-report
 heap-report:
 	$(PY) tools/heap_report.py
+
+# frugalmqtt beside umqtt.simple/robust/simple2 and mqtt_as (pinned in
+# bench/competitors.txt, fetched from PyPI): bench/results/compare-<date>.md
+# and the table in README.md
+.PHONY: compare
+compare:
+	$(PY) bench/compare.py

@@ -328,8 +328,8 @@ def measure_imports(mp, modules):
     return out
 
 
-def heap_run(mp, profile, size):
-    r, lines = mp.run("heap", profile, N_HEAP, heapsize=size, check=False)
+def heap_run(mp, profile, size, *extra):
+    r, lines = mp.run("heap", profile, N_HEAP, *extra, heapsize=size, check=False)
     ok = r.returncode == 0 and any(l[:1] == ["ok"] for l in lines)
     why = ""
     if not ok:
