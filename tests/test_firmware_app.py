@@ -18,7 +18,9 @@ from hostkit import PahoSubscriber, micropython_binary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "firmware" / "app"))
+sys.path.insert(0, str(REPO / "tests" / "mp_api"))
 import telemetry  # noqa: E402  (payload() runs on CPython too)
+from apihost import certs, free_port, tls_listener  # noqa: E402,F401
 
 MICROPYPATH = ":".join([".frozen", str(REPO / "firmware"), str(REPO / "firmware" / "app"),
                         str(REPO / "boards" / "unix")])
@@ -167,3 +169,24 @@ def test_readings_taken_offline_arrive_after_the_broker_comes_back(tmp_path, mos
     assert out.count("mqtt: connect failed") >= 2
     assert sorted(set(got)) == list(range(8))
     assert "0 dropped" in out
+
+
+def test_firmware_over_tls_verifies_the_broker(tmp_path, mosquitto, certs):
+    port = free_port()
+    broker = mosquitto(*tls_listener(port, certs))
+    sub = PahoSubscriber(broker, "sensors/unix-1/temp", version=5, qos=1)
+    try:
+        cfg = config(broker, samples=2, status_every=0, sensors=["sim_temp"],
+                     tls={"ca": str(certs / "ca.der")})
+        cfg["broker"]["port"] = port
+        rc, out = run_firmware(tmp_path, cfg)
+        assert rc == 0 and "mqtt: connected to 127.0.0.1:%d" % port in out, out
+        msgs = sub.wait(lambda ms: len(ms) >= 2, "two readings over TLS")
+        # the same firmware with a CA that did not sign the broker's certificate
+        cfg.update(client_id="unix-2", qos=0, tls={"ca": str(certs / "other.der")})
+        rc, out = run_firmware(tmp_path, cfg)
+    finally:
+        sub.stop()
+    assert [schema.decode_payload(m.payload)[1] for m in msgs] == [0, 1]
+    assert rc == 0 and out.count("mqtt: connect failed") == 2, out
+    assert "2 dropped" in out  # QoS 0 readings with no connection

@@ -135,7 +135,10 @@ class MqttAs:
 def connect(lib, cid, host, port):
     """A connected adapter for `lib` (MQTT 3.1.1: these libraries have no 5.0).
     "frugalmqtt" is its own MQTTClient, 3.1.1, sized as heap.py's publish-only
-    run (the `make compare` heap-after-connect row)."""
+    run (the `make compare` heap-after-connect row). The client id gets the
+    library's name, so runs of several libraries never take over each
+    other's connection on the shared broker."""
+    cid = "%s-%s" % (cid, lib)
     if lib == "frugalmqtt":
         from frugalmqtt.client import MQTTClient
         c = MQTTClient(cid, host, port, 4, reconnect=False, timeout_ms=5000, slots=8,
