@@ -71,3 +71,42 @@ clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	find . -name '*.mpy' -delete
+
+# Device bundles: .mpy for ESP32 (xtensawin) and RP2040 (armv6m) in build/mpy/,
+# failing on any mpy-cross warning; `size` prints each module and install
+# profile (tools/profiles.py); `package-json` rewrites the mip package files.
+.PHONY: mpy size package-json
+mpy:
+	$(PY) tools/mpy.py build
+
+size:
+	$(PY) tools/mpy.py size
+
+package-json:
+	$(PY) tools/profiles.py
+
+# Put the telemetry firmware on a board and tail it:
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
+# (boards/$(BOARD)/config.json; "$NAME" values come from the environment)
+PORT ?= /dev/ttyUSB0
+BOARD ?= esp32
+PROFILE ?= base
+.PHONY: deploy monitor
+deploy:
+	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)
+
+monitor:
+	$(PY) tools/monitor.py $(PORT)
+
+# Smallest heap for the telemetry firmware per install profile (unix port);
+# writes bench/results/heap-<date>.md
+.PHONY: heap-report
+heap-report:
+	$(PY) tools/heap_report.py
+
+# frugalmqtt beside umqtt.simple/robust/simple2 and mqtt_as (pinned in
+# bench/competitors.txt, fetched from PyPI): bench/results/compare-<date>.md
+# and the table in README.md
+.PHONY: compare
+compare:
+	$(PY) bench/compare.py

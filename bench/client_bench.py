@@ -160,6 +160,7 @@ class MP:
         self.env = dict(os.environ, MICROPYPATH=str(path))
         self.host = host
         self.port = port
+        self.timeout_s = RUN_TIMEOUT_S
 
     def run(self, module, *args, heapsize=None, net=True, prefix=(), check=True):
         cmd = list(prefix) + [self.micropython]
@@ -171,9 +172,9 @@ class MP:
         cmd += [str(a) for a in args]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, env=self.env,
-                               timeout=RUN_TIMEOUT_S)
+                               timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            raise BenchError("timed out after %ds: %s" % (RUN_TIMEOUT_S, " ".join(cmd)))
+            raise BenchError("timed out after %ds: %s" % (self.timeout_s, " ".join(cmd)))
         lines = [l[3:].split() for l in r.stdout.splitlines() if l.startswith("@@ ")]
         if check:
             errors = [" ".join(l[1:]) for l in lines if l[0] == "error"]
@@ -330,8 +331,8 @@ def measure_imports(mp, modules):
     return out
 
 
-def heap_run(mp, profile, size):
-    r, lines = mp.run("heap", profile, N_HEAP, heapsize=size, check=False)
+def heap_run(mp, profile, size, *extra):
+    r, lines = mp.run("heap", profile, N_HEAP, *extra, heapsize=size, check=False)
     ok = r.returncode == 0 and any(l[:1] == ["ok"] for l in lines)
     why = ""
     if not ok:
@@ -345,43 +346,52 @@ def heap_run(mp, profile, size):
     return ok, why, lines
 
 
-def measure_heap(mp, profile, log):
-    """Smallest -X heapsize (HEAP_STEP resolution) that completes the run,
-    confirmed by two more passing runs."""
-    ok, why, lines = heap_run(mp, profile, HEAP_HI)
+def smallest_heap(run, label, log, hi=HEAP_HI, lo=HEAP_LO, step=HEAP_STEP):
+    """Smallest heap size (step resolution) for which run(size) -> (ok, why,
+    lines) passes, confirmed by two more passing runs. Returns (size, why
+    the next smaller size failed, lines of the first passing run at hi)."""
+    upper = hi
+    ok, why, first = run(hi)
     if not ok:
-        raise BenchError("heap %s: fails even with %d bytes: %s" % (profile, HEAP_HI, why))
-    built = int(pick(lines, "client")[0])
-    held = int(pick(lines, "held")[0])
-    lo, hi = HEAP_LO, HEAP_HI  # lo fails (checked next), hi passes
-    ok, why, _ = heap_run(mp, profile, lo)
+        raise BenchError("heap %s: fails even with %d bytes: %s" % (label, hi, why))
+    ok, why, _ = run(lo)  # lo fails (checked here), hi passes
     if ok:
-        return lo, "", built, held
+        return lo, "", first
     fail_why = why
     runs = 2
-    while hi - lo > HEAP_STEP:
-        mid = (lo + hi) // 2 // HEAP_STEP * HEAP_STEP
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
         if mid <= lo:
-            mid = lo + HEAP_STEP
-        ok, why, _ = heap_run(mp, profile, mid)
+            mid = lo + step
+        ok, why, _ = run(mid)
         runs += 1
         if ok:
             hi = mid
         else:
             lo, fail_why = mid, why
     while True:  # confirm: the result must pass twice more
-        if hi > HEAP_HI:
-            raise BenchError("heap %s: no size passes three runs in a row" % profile)
-        a, why_a, _ = heap_run(mp, profile, hi)
-        b, why_b, _ = heap_run(mp, profile, hi) if a else (False, "", None)
+        if hi > upper:
+            raise BenchError("heap %s: no size passes three runs in a row" % label)
+        a, why_a, _ = run(hi)
+        b, why_b, _ = run(hi) if a else (False, "", None)
         runs += 2
         if a and b:
             break
         fail_why = why_a if not a else why_b
-        hi += HEAP_STEP
-    log("  heap %s: %d bytes (%d runs); %d bytes fails with: %s; client object %d B, "
-        "held at the end %d B" % (profile, hi, runs, hi - HEAP_STEP, fail_why, built, held))
-    return hi, fail_why, built, held
+        hi += step
+    log("  heap %s: %d bytes (%d runs); %d bytes fails with: %s" % (
+        label, hi, runs, hi - step, fail_why))
+    return hi, fail_why, first
+
+
+def measure_heap(mp, profile, log):
+    """Smallest -X heapsize (HEAP_STEP resolution) that completes the run,
+    confirmed by two more passing runs."""
+    size, fail_why, lines = smallest_heap(lambda n: heap_run(mp, profile, n), profile, log)
+    built = int(pick(lines, "client")[0])
+    held = int(pick(lines, "held")[0])
+    log("  heap %s: client object %d B, held at the end %d B" % (profile, built, held))
+    return size, fail_why, built, held
 
 
 def measure_speed(mp, repeat, ms, slots, log):

@@ -2,7 +2,7 @@
 # "@@ ok" only if all were acknowledged. bench/client_bench.py runs it with
 # smaller and smaller `micropython -X heapsize=` to find the least heap that
 # completes it. Kept small: its own code counts, as a device's main.py would.
-#   micropython -m heap HOST PORT PROFILE N
+#   micropython -m heap HOST PORT PROFILE N [VERSION]  (VERSION: 5 unless 4)
 # PROFILE pub: publish only (inbound=1, no inbound topic aliases, no
 #   subscription). PROFILE full: also subscribed to the topic at QoS 1, so
 #   every message comes back and is dispatched to on_message.
@@ -10,7 +10,10 @@
 #   max_packet=128, rx_size=64); nothing else of frugalmqtt is imported.
 # pub and full: slots=8 slot_size=128 max_packet=256 tx_size=256. Also prints the
 # heap the client object takes with its buffers, and all heap held at the end.
+# With BENCH_LIB=<name> (`make compare`): another library through mqttlibs.py,
+# publish-only, MQTT 3.1.1; "@@ client" is then 0 (not measured).
 import gc
+import os
 import sys
 
 host = sys.argv[1]
@@ -18,6 +21,7 @@ port = int(sys.argv[2])
 full = sys.argv[3] == "full"
 lite = sys.argv[3] == "lite"
 n = int(sys.argv[4])
+version = int(sys.argv[5]) if len(sys.argv) > 5 else 5
 got = [0]
 
 
@@ -25,6 +29,21 @@ def on_message(msg):
     got[0] += 1
 
 
+lib = os.getenv("BENCH_LIB")
+topic = b"bench/heap"
+payload = bytes(32)
+if lib and lib != "frugalmqtt":
+    from mqttlibs import connect
+    c = connect(lib, "b-heap", host, port)
+    c.publish_many(topic, payload, 1, None, n)
+    if not c.flush(10000):
+        sys.exit(4)
+    c.disconnect()
+    gc.collect()
+    print("@@ ok", n)
+    print("@@ client", 0)
+    print("@@ held", gc.mem_alloc())
+    sys.exit(0)
 if lite:
     from frugalmqtt.lite import Publisher
 else:
@@ -32,16 +51,15 @@ else:
 gc.collect()
 before = gc.mem_alloc()
 if lite:
-    c = Publisher("b-heap", host, port, 5, timeout_ms=5000, slots=8, max_packet=128, rx_size=64)
+    c = Publisher("b-heap", host, port, version, timeout_ms=5000, slots=8, max_packet=128,
+                  rx_size=64)
 else:
-    c = MQTTClient("b-heap", host, port, 5, reconnect=False, timeout_ms=5000, slots=8,
+    c = MQTTClient("b-heap", host, port, version, reconnect=False, timeout_ms=5000, slots=8,
                    slot_size=128, max_packet=256, tx_size=256, inbound=8 if full else 1,
                    aliases_in=4 if full else 0)
 gc.collect()
 built = gc.mem_alloc() - before  # the client object with all its buffers
 c.connect()
-topic = b"bench/heap"
-payload = bytes(32)
 if full:
     c.on_message = on_message
     if c.subscribe(topic, 1) != 1:

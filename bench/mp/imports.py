@@ -8,6 +8,9 @@
 # PROFILE lite: the publish-only profile, `from frugalmqtt.lite import Publisher`.
 # PROFILE core: Session and Transport without client.py (the least a publisher
 #   can import with the current module split, driving the session itself).
+# PROFILE mods MODULE...: those modules (another library, for `make compare`).
+# PROFILE connect LIB HOST PORT MODULE...: the library's modules imported and
+#   a client connected (mqttlibs.connect; the adapter's own code not counted).
 # Heap = gc.mem_alloc() after gc.collect(), before and after the imports.
 # "@@ loaded NAMES" lists the frugalmqtt modules each profile pulled in.
 import gc
@@ -41,6 +44,18 @@ elif profile == "lite":
 elif profile == "core":
     from frugalmqtt.session import Session
     from frugalmqtt.transport import Transport
+elif profile == "mods":  # the named modules (another library, `make compare`)
+    for m in sys.argv[2:]:
+        __import__(m)
+elif profile == "connect":  # LIB HOST PORT MODULE...: imported and connected
+    for m in sys.argv[5:]:  # the library's modules first, counted
+        __import__(m)
+    gc.collect()
+    lib = gc.mem_alloc() - base
+    import mqttlibs  # the adapter: not counted
+    gc.collect()
+    base = gc.mem_alloc() - lib
+    c = mqttlibs.connect(sys.argv[2], "b-held", sys.argv[3], int(sys.argv[4]))
 else:
     print("@@ error unknown profile", profile)
     sys.exit(2)

@@ -19,7 +19,7 @@
 import socket
 from time import ticks_us, ticks_diff, sleep_ms
 
-from bcommon import HOST, PORT, ARGS, TOPIC, PAYLOAD, out, fail, client, flush
+from bcommon import HOST, PORT, ARGS, TOPIC, PAYLOAD, BATCH, out, fail, client, flush, publish_n
 from frugalmqtt.control import encode_connect, decode
 from frugalmqtt.publish import Packet, encode_publish
 from frugalmqtt.codec import Framer, CONNACK, PUBACK
@@ -79,17 +79,13 @@ def run(v, q, ms, slots):
     out("receive_max", c.s.server_receive_max)
     out("window", min(slots, c.s.server_receive_max))
     out("alias_max", c.s.a_out_max)
-    pub = c.publish
     count = 0
     t0 = ticks_us()
     while ticks_diff(ticks_us(), t0) < ms * 1000:
-        i = 0
-        while i < _BATCH:
-            pub(TOPIC, PAYLOAD, q)
-            i += 1
-        count += _BATCH
+        publish_n(c, TOPIC, PAYLOAD, q, None, BATCH)
+        count += BATCH
     if q == 0:
-        pub(TOPIC, PAYLOAD, 1)
+        c.publish(TOPIC, PAYLOAD, 1)
     flush(c)
     dt = ticks_diff(ticks_us(), t0)
     out("rate", "q%d" % q, count, dt)

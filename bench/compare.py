@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""frugalmqtt beside the MicroPython MQTT clients a user would otherwise pick.
+
+    python bench/compare.py [--repeat 3] [--ms 1000] [--no-write] [--no-readme]
+    make compare
+
+Fetches the pinned competitors (bench/competitors.txt, bench/fetch_competitors.py),
+compiles every library to .mpy, starts one mosquitto, and runs the same
+measurement scripts as bench/client_bench.py (bench/mp/*.py) for each
+library on the MicroPython unix port; another library is driven through the
+small adapters in bench/mp/mqttlibs.py (BENCH_LIB=<name>). All at MQTT
+3.1.1 (the others have no 5.0), 32-byte payload:
+
+- heap held after import and after connect,
+- bytes allocated per QoS 0 and per QoS 1 publish (with its PUBACK), and
+  whether a publish round runs under micropython.heap_lock(),
+- the smallest `-X heapsize` for connect + 1000 QoS 1 publishes,
+- QoS 0 / QoS 1 throughput (median of --repeat runs), beside the raw loop
+  (pre-encoded PUBLISH per sock.write) as the ceiling,
+- .mpy size, and a feature row.
+
+Writes bench/results/compare-<date>.md (with the machine and versions) and
+puts the table in README.md between the compare markers.
+"""
+import argparse
+import datetime
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tools"))
+import client_bench as cb  # noqa: E402
+import fetch_competitors  # noqa: E402
+import profiles  # noqa: E402
+
+REPO = HERE.parent
+README = REPO / "README.md"
+MARK_BEGIN = "<!-- compare:begin -->"
+MARK_END = "<!-- compare:end -->"
+STANDINS = [HERE / "standins" / "machine.py", REPO / "boards" / "unix" / "network.py"]
+
+# name -> (PyPI packages it installs, modules a program imports, notes)
+LIBS = {
+    "umqtt.simple": (["micropython-umqtt.simple"], ["umqtt.simple"]),
+    "umqtt.robust": (["micropython-umqtt.simple", "micropython-umqtt.robust"],
+                     ["umqtt.robust"]),
+    "umqtt.simple2": (["micropython-umqtt.simple2"], ["umqtt.simple2"]),
+    "mqtt_as": (["micropython-mqtt"], ["mqtt_async"]),
+}
+ORDER = ["frugalmqtt"] + list(LIBS)
+N_ALLOC = {"frugalmqtt": (1000, 1000), "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
+           "umqtt.simple2": (1000, 200), "mqtt_as": (200, 200)}  # (QoS 0, QoS 1) publishes
+# What each library does, from its source (the version measured).
+FEATURES = {
+    "frugalmqtt": ("yes", "yes (and 3.1.1)", "yes: stored QoS 1/2 resent with DUP after "
+                   "reconnect", "yes, both ways", "yes: Receive Maximum, fixed slots"),
+    "umqtt.simple": ("no (publish asserts)", "no", "clean_session flag only; nothing resent",
+                     "no", "no: each QoS 1 publish blocks for its PUBACK"),
+    "umqtt.robust": ("no", "no", "reconnects with clean_session=False and publishes the "
+                     "message again (no DUP)", "no", "no: blocks per QoS 1 publish"),
+    "umqtt.simple2": ("no (asserts; QoS 2 received raises)", "no",
+                      "clean_session flag only; unacked pids time out (10 s)", "no",
+                      "no: unbounded in flight (window kept here by the adapter)"),
+    "mqtt_as": ("no", "no", "yes: reconnects with clean=False, resends the unacked PUBLISH "
+                "with DUP", "no", "one QoS 1 message in flight"),
+}
+
+
+def compile_dir(mpy_cross, files, out):
+    """Compile (source, target .mpy path relative to out) pairs; total bytes."""
+    total = 0
+    for src, rel in files:
+        dst = out / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([mpy_cross, "-o", str(dst), str(src)], check=True)
+        total += dst.stat().st_size
+    return total
+
+
+def prepare(tmp, mpy_cross, log):
+    """Compiled directories and .mpy sizes: {lib: (MICROPYPATH, mpy bytes, version)}."""
+    common = tmp / "common"
+    common.mkdir()
+    sizes = cb.compile_all(mpy_cross, common)  # frugalmqtt + bench/mp scripts
+    standins = tmp / "standins"
+    compile_dir(mpy_cross, [(p, p.stem + ".mpy") for p in STANDINS], standins)
+    got = fetch_competitors.fetch(log=log)
+    out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
+                          _frugal_version())}
+    for lib, (packages, _) in LIBS.items():
+        d = tmp / ("lib-" + lib)
+        files = []
+        for pkg in packages:
+            root = got[pkg][1]
+            files += [(p, str(p.relative_to(root))[:-3] + ".mpy") for p in root.rglob("*.py")]
+        n = compile_dir(mpy_cross, files, d)
+        version = ", ".join("%s %s" % (p, got[p][0]) for p in packages)
+        out[lib] = (".frozen:%s:%s:%s" % (common, standins, d), n, version)
+    return out
+
+
+def _frugal_version():
+    text = (profiles.PACKAGE_DIR / "__init__.py").read_text()
+    m = re.search(r'__version__ = "([^"]+)"', text)
+    git = cb.sh(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    return "%s (git %s)" % (m.group(1) if m else "?", git)
+
+
+# Longest a run may take: the blocking umqtt clients need ~45 ms per QoS 1
+# message (1000 in the heap run); a run past this counts as failed (hung).
+TIMEOUT_S = {"umqtt.simple": 180, "umqtt.robust": 180}
+
+
+def mp_for(lib, path, micropython, port):
+    mp = cb.MP(micropython, path, "127.0.0.1", port)
+    mp.timeout_s = TIMEOUT_S.get(lib, 30)
+    if lib != "frugalmqtt":
+        mp.env["BENCH_LIB"] = lib
+    return mp
+
+
+def measure_lib(lib, mp, log):
+    r = {}
+    if lib == "frugalmqtt":
+        _, lines = mp.run("imports", "pub", net=False)
+        r["import"] = int(cb.pick(lines, "heap", "pub")[0])
+    else:
+        _, lines = mp.run("imports", "mods", *LIBS[lib][1], net=False)
+        r["import"] = int(cb.pick(lines, "heap", "mods")[0])
+    mods = ["frugalmqtt.client"] if lib == "frugalmqtt" else LIBS[lib][1]
+    _, lines = mp.run("imports", "connect", lib, "127.0.0.1", mp.port, *mods, net=False)
+    r["connect"] = int(cb.pick(lines, "heap", "connect")[0])
+    n0, n1 = N_ALLOC[lib]
+    _, lines = mp.run("alloc", 4, "pub0", n0)
+    total, n = map(int, cb.pick(lines, "alloc", "pub0"))
+    r["alloc0"] = (total / n, cb.pick(lines, "lock", "pub0")[0] == "1", n)
+    _, lines = mp.run("alloc", 4, "pub1", n1)
+    tp, n = map(int, cb.pick(lines, "alloc", "pub1"))
+    ta, _ = map(int, cb.pick(lines, "alloc", "ack1"))
+    r["alloc1"] = ((tp + ta) / n, cb.pick(lines, "lock", "pub1")[0] == "1"
+                   and cb.pick(lines, "lock", "ack1")[0] == "1", n)
+    log("  %s: import %d B, connected %d B, QoS 0 %.1f B/op, QoS 1 %.1f B/op" % (
+        lib, r["import"], r["connect"], r["alloc0"][0], r["alloc1"][0]))
+    return r
+
+
+def heap_try(mp, size):
+    """One heap run; a run that hangs (mqtt_as after a MemoryError in one of
+    its tasks waits forever) fails like one that raises."""
+    try:
+        return cb.heap_run(mp, "pub", size, 4)
+    except cb.BenchError as e:
+        return False, "hung: " + str(e).split(":")[0], []
+
+
+def measure_heap(lib, mp, log):
+    size, why, _ = cb.smallest_heap(lambda n: heap_try(mp, n), lib, log, hi=256 * 1024)
+    return size, why
+
+
+def measure_speed(mps, repeat, ms, log):
+    runs = {(lib, c): [] for lib in ORDER for c in ("q0", "q1")}
+    runs[("raw", "q0")] = []
+    windows = {}
+    for i in range(repeat):  # interleaved, so background load hits every case alike
+        _, lines = mps["frugalmqtt"].run("speed", 4, "raw", ms)
+        count, us = map(int, cb.pick(lines, "rate", "raw"))
+        runs[("raw", "q0")].append(count * 1e6 / us)
+        for lib in ORDER:
+            for c in ("q0", "q1"):
+                _, lines = mps[lib].run("speed", 4, c, ms)
+                count, us = map(int, cb.pick(lines, "rate", c))
+                runs[(lib, c)].append(count * 1e6 / us)
+                windows[lib] = int(cb.pick(lines, "window")[0])
+        log("  round %d: %s" % (i + 1, ", ".join(
+            "%s %s %.0f/s" % (k[0], k[1], v[-1]) for k, v in runs.items())))
+    return {k: statistics.median(v) for k, v in runs.items()}, windows
+
+
+def kb(n):
+    return "%.1f KB" % (n / 1024.0)
+
+
+def table(built, res, heap, speed, windows):
+    rows = ["| | " + " | ".join(ORDER) + " |", "|---" * (len(ORDER) + 1) + "|"]
+
+    def row(name, fn):
+        rows.append("| %s | %s |" % (name, " | ".join(fn(lib) for lib in ORDER)))
+
+    row("version (PyPI)", lambda l: built[l][2])
+    row(".mpy size (what a device installs)", lambda l: "%d B" % built[l][1])
+    row("heap held after import", lambda l: kb(res[l]["import"]))
+    row("heap held after connect", lambda l: kb(res[l]["connect"]))
+    row("bytes allocated per QoS 0 publish", lambda l: "%.1f" % res[l]["alloc0"][0])
+    row("bytes allocated per QoS 1 publish (with its PUBACK)",
+        lambda l: "%.1f" % res[l]["alloc1"][0])
+    row("publish runs under heap_lock() (QoS 0 / QoS 1)", lambda l: "%s / %s" % (
+        "yes" if res[l]["alloc0"][1] else "no", "yes" if res[l]["alloc1"][1] else "no"))
+    row("smallest heap, connect + 1000 QoS 1 publishes", lambda l: kb(heap[l][0]))
+    row("QoS 0 msg/s (raw loop: %.0f)" % speed[("raw", "q0")],
+        lambda l: "%.0f" % speed[(l, "q0")])
+    row("QoS 1 msg/s (in flight at once)", lambda l: "%.0f (%d)" % (
+        speed[(l, "q1")], windows[l] or 1))
+    for i, name in enumerate(("QoS 2", "MQTT 5", "session resume", "topic aliases",
+                              "flow control")):
+        row(name, lambda l: FEATURES[l][i])
+    return "\n".join(rows)
+
+
+def write_readme(tbl, when, machine):
+    text = README.read_text()
+    block = "%s\n%s\n\nMeasured %s on %s by `make compare` (details: `bench/results/`).\n%s" % (
+        MARK_BEGIN, tbl, when, machine, MARK_END)
+    if MARK_BEGIN in text:
+        text = re.sub(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), lambda m: block,
+                      text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n## Compared with other MicroPython MQTT clients\n\n" + \
+            block + "\n"
+    README.write_text(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--ms", type=int, default=1000)
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--no-readme", action="store_true")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+
+    def log(m):
+        print("[%5.1fs] %s" % (time.monotonic() - t0, m), file=sys.stderr, flush=True)
+
+    micropython = cb.venv_tool("micropython")
+    mpy_cross = cb.venv_tool("mpy-cross")
+    mosquitto = cb.find_mosquitto()
+    load_start = cb.load_average()
+    with tempfile.TemporaryDirectory(prefix="frugalmqtt-compare-") as tmp:
+        tmp = Path(tmp)
+        built = prepare(tmp, mpy_cross, log)
+        broker = cb.Broker(mosquitto, tmp)
+        broker.start()
+        try:
+            mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in ORDER}
+            log("compare: heap and allocation")
+            res = {l: measure_lib(l, mps[l], log) for l in ORDER}
+            log("compare: smallest heap (libraries in parallel)")
+            with ThreadPoolExecutor(max_workers=len(ORDER)) as ex:
+                futures = {l: ex.submit(measure_heap, l, mps[l], log) for l in ORDER}
+                heap = {l: f.result() for l, f in futures.items()}
+            log("compare: throughput")
+            speed, windows = measure_speed(mps, args.repeat, args.ms, log)
+        finally:
+            broker.stop()
+    facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
+    facts.append(("Load average (1/5/15 min)", "%s at start, %s at end" % (
+        load_start, cb.load_average())))
+    tbl = table(built, res, heap, speed, windows)
+    print(tbl)
+    when = datetime.date.today().isoformat()
+    machine = "%s, %s, MicroPython unix port %s" % (
+        dict(facts)["Machine"], dict(facts)["CPU"], dict(facts)["MicroPython"].split()[2])
+    if not args.no_write:
+        L = ["# frugalmqtt beside other MicroPython MQTT clients", "",
+             "Generated by `bench/compare.py` (`make compare`) on %s." %
+             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "", "| | |", "|---|---|"]
+        L += ["| %s | %s |" % kv for kv in facts]
+        L += ["", tbl, "", NOTES % dict(
+            n0=N_ALLOC, repeat=args.repeat, ms=args.ms,
+            heap_why="; ".join("%s: %s" % (l, heap[l][1]) for l in ORDER))]
+        path = cb.RESULTS / ("compare-%s.md" % when)
+        path.write_text("\n".join(L) + "\n")
+        print("\nwritten to %s (%.0f s)" % (path.relative_to(REPO), time.monotonic() - t0))
+        if not args.no_readme:
+            write_readme(tbl, when, machine)
+    return 0
+
+
+NOTES = """## How it was measured
+
+- Every library compiled to `.mpy` with the same mpy-cross and run on the unix port
+  against one local mosquitto, MQTT 3.1.1, client id per run, 32-byte payload,
+  topic `bench/t`; each measurement its own `micropython -m` process running the
+  scripts of `bench/mp/` (the ones `make bench` uses). Other libraries go through
+  `bench/mp/mqttlibs.py`: the allocation rounds call the library's own
+  `publish(topic, msg, retain, qos)` directly, so no adapter code is counted.
+- frugalmqtt: `frugalmqtt.client.MQTTClient` (the base install profile), slots=8
+  slot_size=128 max_packet=256 tx_size=256; QoS 1 publishes go in rounds of 8 and
+  their PUBACKs are handled by `flush()`, both counted.
+- umqtt.simple / umqtt.robust: QoS 1 `publish()` blocks until its PUBACK; they write
+  each PUBLISH in 3-4 `write()` calls without TCP_NODELAY, so on Linux loopback each
+  QoS 1 message waits for the delayed ACK (about 40 ms): that is their QoS 1 rate
+  and why their allocation runs use fewer messages (N: %(n0)s, (QoS 0, QoS 1)).
+- umqtt.simple2: QoS 1 `publish()` returns at once and `check_msg()` handles PUBACKs;
+  the adapter keeps at most 8 in flight (like frugalmqtt's slots) and counts a
+  message lost when simple2 times it out.
+- mqtt_as: the PyPI package `micropython-mqtt` 0.7b4 is `mqtt_async.py`, Thorsten von
+  Eicken's asyncio fork of Peter Hinch's mqtt_as (mqtt_as itself is not on PyPI). On
+  the unix port it needs a `network` module (boards/unix/network.py, a Wi-Fi that
+  joins at once) and `machine.unique_id()` (bench/standins/machine.py), and the
+  adapter hands it the broker address as the (ip, port) tuple a board's
+  getaddrinfo gives. Each call runs its coroutine on the one asyncio loop
+  (`asyncio.run`), a round of publishes as one coroutine; an async call allocates
+  its coroutine, so it can never run under heap_lock.
+- Heap after import: `gc.mem_alloc()` after `gc.collect()` around the imports;
+  after connect: around the library's client construction and connect.
+- Smallest heap: `-X heapsize` bisected in %(step)d-byte steps, confirmed by two more
+  passing runs, over connect + 1000 QoS 1 publishes all acknowledged
+  (`bench/mp/heap.py`). Below the result: %(heap_why)s
+- Throughput: median of %(repeat)d interleaved runs of %(ms)d ms; the clock stops when
+  the broker has everything (a QoS 1 publish acknowledged after QoS 0). Raw loop:
+  the same socket options, one pre-encoded QoS 0 PUBLISH per `sock.write()`.
+- Unix-port figures are not device figures (64-bit objects, no Wi-Fi, a fast CPU).
+"""
+NOTES = NOTES.replace("%(step)d", str(cb.HEAP_STEP))
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except cb.BenchError as e:
+        print("compare: %s" % e, file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,116 @@
+"""tools/deploy.py for real: the MicroPython unix port acting as a board on a
+pseudo-terminal (tools/ptyboard.py), mpremote copying over it, the board
+rebooting into the telemetry firmware, which publishes to mosquitto."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from host_sim import schema
+from hostkit import PahoSubscriber
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import deploy  # noqa: E402
+import profiles  # noqa: E402
+
+
+@pytest.fixture
+def ptyboard(tmp_path):
+    root = tmp_path / "root"
+    link = tmp_path / "ttyBOARD"
+    log = open(tmp_path / "ptyboard.log", "w+")
+    proc = subprocess.Popen([sys.executable, str(REPO / "tools" / "ptyboard.py"), "--root",
+                             str(root), "--link", str(link)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    end = time.monotonic() + 10
+    while "boot 1" not in (tmp_path / "ptyboard.log").read_text():
+        assert proc.poll() is None and time.monotonic() < end, \
+            (tmp_path / "ptyboard.log").read_text()
+        time.sleep(0.05)
+    yield root, link, tmp_path / "ptyboard.log"
+    proc.terminate()
+    proc.wait(5)
+    log.close()
+
+
+def test_deploy_copies_resets_and_tails_the_firmware(tmp_path, ptyboard, mosquitto):
+    root, link, board_log = ptyboard
+    broker = mosquitto()
+    cfg = {"client_id": "pty-1", "wifi": {"ssid": "lab", "password": "$TEST_WIFI_PASSWORD"},
+           "broker": {"host": broker.host, "port": broker.port}, "qos": 1, "period_ms": 100,
+           "samples": 3, "status_every": 3, "sensors": ["sim_temp"]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sub = PahoSubscriber(broker, "sensors/pty-1/temp", version=5, qos=1)
+    try:
+        r = subprocess.run([sys.executable, str(REPO / "tools" / "deploy.py"), "--port",
+                            str(link), "--board", "unix", "--config",
+                            str(tmp_path / "config.json"), "--resume", "--until",
+                            "telemetry: done", "--tail", "30"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, TEST_WIFI_PASSWORD="s3cret"))
+        msgs = sub.wait(lambda ms: len(ms) >= 3, "three readings")
+    finally:
+        sub.stop()
+    assert r.returncode == 0, r.stdout + r.stderr + board_log.read_text()
+    # the tail: timestamped lines from the rebooted board, ending at --until
+    assert "deploy: copied; soft reset" in r.stderr
+    lines = r.stdout.splitlines()
+    assert any(l.endswith("wifi: joined lab as 127.0.0.1 (attempt 1)") for l in lines)
+    assert any(l.endswith("telemetry: done, 3 samples up to seq 3, 0 dropped") for l in lines)
+    assert "boot 2: -i main.py" in board_log.read_text()  # the reset booted main.py
+    assert [schema.decode_payload(m.payload)[1] for m in msgs] == [0, 1, 2]
+    # what is on the board: the base profile as .mpy, firmware, board, config
+    on_board = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    expected = {"lib/frugalmqtt/%s.mpy" % m for m in profiles.BASE}
+    expected |= {m + ".mpy" for m in profiles.APP}
+    expected |= {"board.mpy", "network.mpy", "main.py", "config.json", "seq.txt"}
+    assert on_board == expected
+    assert json.loads((root / "config.json").read_text())["wifi"]["password"] == "s3cret"
+
+
+def test_mip_installs_a_profile_from_a_local_package_file(ptyboard):
+    root, link, _ = ptyboard
+    target = root / "lib"
+    r = subprocess.run([deploy.mpremote(), "connect", str(link), "resume", "mip", "install",
+                        "--target", str(target), str(REPO / "package-asyncio.json")],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = sorted(p.name for p in (target / "frugalmqtt").iterdir())
+    assert got == sorted(m + ".py" for m in profiles.PROFILES["asyncio"])
+    # and the board can use it
+    r = subprocess.run([deploy.mpremote(), "connect", str(link), "resume", "exec",
+                        "from frugalmqtt.aclient import AMQTTClient; print('ok', AMQTTClient)"],
+                       capture_output=True, text=True, timeout=60)
+    assert "ok <class 'AMQTTClient'>" in r.stdout, r.stdout + r.stderr
+
+
+def test_config_values_come_from_the_environment(tmp_path):
+    cfg = {"wifi": {"password": "$WIFI_PASSWORD"}, "list": ["$A", "x$A", 3], "n": 5}
+    assert deploy.expand(cfg, {"WIFI_PASSWORD": "pw", "A": "a"}) == {
+        "wifi": {"password": "pw"}, "list": ["a", "x$A", 3], "n": 5}
+    with pytest.raises(deploy.DeployError, match=r"\$WIFI_PASSWORD"):
+        deploy.expand(cfg, {"A": "a"})
+
+
+def test_stage_frozen_sends_only_main_config_and_ca(tmp_path):
+    (tmp_path / "ca.der").write_bytes(b"\x30\x82")
+    cfg = json.loads((REPO / "boards" / "esp32" / "config.sample.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    env = {"WIFI_SSID": "s", "WIFI_PASSWORD": "p", "MQTT_HOST": "h", "MQTT_PASSWORD": "m"}
+    files = deploy.stage("esp32", "base", tmp_path / "config.json", tmp_path / "out",
+                         tmp_path / "no-build", frozen=True, env=env)
+    assert sorted(files) == ["ca.der", "config.json", "main.py"]
+    with pytest.raises(deploy.DeployError, match="ca.der"):
+        (tmp_path / "ca.der").unlink()
+        deploy.stage("esp32", "base", tmp_path / "config.json", tmp_path / "out",
+                     tmp_path / "no-build", frozen=True, env=env)
+
+
+def test_missing_board_config_says_what_to_do(tmp_path):
+    with pytest.raises(deploy.DeployError, match="config.sample.json"):
+        deploy.config_path("esp32", tmp_path / "nope.json")

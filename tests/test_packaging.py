@@ -1,0 +1,116 @@
+"""Install profiles, mip package files and the .mpy build (make mpy / make size)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostkit import micropython_binary
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import mpy  # noqa: E402
+import profiles  # noqa: E402
+
+PRESENT = [p for p in profiles.PROFILES if p not in profiles.AWAITING]
+
+
+def module_imports(name):
+    """Package modules `name` imports at module level (relative imports)."""
+    text = (profiles.PACKAGE_DIR / (name + ".py")).read_text()
+    found = re.findall(r"^(?:    )?from \.(\w+) import", text, re.M)
+    found += re.findall(r"^(?:    )?from \. import (\w+)", text, re.M)
+    return set(found)
+
+
+def closure(root):
+    seen, todo = set(), [root]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(module_imports(m))
+    return seen
+
+
+def test_package_files_match_profiles():
+    for p in profiles.PROFILES:
+        path = REPO / profiles.package_file(p)
+        assert path.read_text() == profiles.package_text(p), \
+            "%s is stale: run `make package-json`" % path.name
+
+
+def test_package_files_point_at_existing_sources():
+    for p in PRESENT:
+        pkg = json.loads((REPO / profiles.package_file(p)).read_text())
+        for target, url in pkg["urls"]:
+            assert (REPO / url).is_file(), url
+            assert target == "frugalmqtt/" + Path(url).name
+    assert sorted(profiles.AWAITING) == ["outbox"]  # the only profile not in this tree
+
+
+def test_each_profile_holds_what_its_client_imports():
+    assert set(profiles.BASE) == closure("client") | {"__init__"}
+    assert set(profiles.PROFILES["asyncio"]) == closure("aclient") | closure("client") | {
+        "__init__"}
+    assert set(profiles.PROFILES["umqtt"]) == closure("simple") | {"__init__"}
+    for p in profiles.PROFILES.values():
+        assert "server" not in p  # the broker side never goes to a device
+
+
+def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "mpy.py"), "build", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "byte-identical" in r.stderr
+    for arch in mpy.ARCHS:
+        for m in profiles.PROFILES["asyncio"] + profiles.PROFILES["umqtt"]:
+            f = tmp_path / arch / "frugalmqtt" / (m + ".mpy")
+            assert f.read_bytes()[:2] == b"M\x06", f  # .mpy version 6
+        assert not (tmp_path / arch / "frugalmqtt" / "server.mpy").exists()
+
+
+def test_mpy_build_fails_on_a_compile_error(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(:\n    pass\n")
+    with pytest.raises(mpy.BuildError):
+        mpy.compile_one(bad, tmp_path / "out" / "bad.mpy")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mpy")
+    mpy.build(out, log=lambda m: None)
+    return out
+
+
+def test_size_report_lists_every_module_and_profile(bundle):
+    mods = mpy.sizes(bundle)
+    report = mpy.size_report(bundle)
+    for p in PRESENT:
+        total = sum(mods[m] for m in profiles.PROFILES[p])
+        assert "| %s | %s | %d |" % (p, "+".join(profiles.PROFILES[p]), total) in report
+    assert "| outbox |" in report and "not in this tree" in report
+    assert mpy.profile_size("asyncio", mods) > mpy.profile_size("base", mods)
+
+
+@pytest.mark.parametrize("profile,stmt", [
+    ("base", "from frugalmqtt.client import MQTTClient"),
+    ("asyncio", "from frugalmqtt.aclient import AMQTTClient"),
+    ("umqtt", "from frugalmqtt.simple import MQTTClient"),
+])
+def test_profile_bundle_imports_on_the_unix_port(bundle, tmp_path, profile, stmt):
+    """A device holding only the profile's .mpy files can import its client."""
+    build = bundle
+    dev = tmp_path / "device" / "frugalmqtt"
+    dev.mkdir(parents=True)
+    for m in profiles.PROFILES[profile]:
+        shutil.copy(build / "armv6m" / "frugalmqtt" / (m + ".mpy"), dev)
+    r = subprocess.run([micropython_binary(), "-c", stmt + "; print('imported')"],
+                       capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, MICROPYPATH=".frozen:" + str(dev.parent)))
+    assert r.returncode == 0 and r.stdout.strip() == "imported", r.stdout + r.stderr
