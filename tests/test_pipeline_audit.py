@@ -1,7 +1,12 @@
 """Delivery audit and telemetry analytics on hand-built traces with known answers."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
-from pipeline import analytics, audit, traces
+from pipeline import analytics, audit, job, traces
 from tracekit import T0, pub, rcv, write_run
 
 
@@ -45,9 +50,15 @@ def build(tmp):
 
 
 @pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
+def trace_dir(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("traces"))
     build(tmp)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def tables(spark, trace_dir):
+    tmp = trace_dir
     p = traces.read(spark, tmp, "published")
     r = traces.read(spark, tmp, "received")
     f = audit.facts(p, r).cache()
@@ -147,3 +158,35 @@ def test_window_width_parsing():
     assert analytics.interval("90s") == "90 seconds"
     with pytest.raises(ValueError):
         analytics.interval("1 fortnight")
+
+
+def test_job_writes_report_plots_and_summary(spark, trace_dir, tmp_path):
+    out = str(tmp_path / "report")
+    summary = job.run(spark, trace_dir, out, ("1m", "1h"))
+    assert summary["ok"] is False and len(summary["violations"]) == 2
+    for name in ("report.html", "latency.png", "profiles.png", "series.png", "summary.json"):
+        assert os.path.getsize(os.path.join(out, name)) > 0, name
+    with open(os.path.join(out, "summary.json")) as fh:
+        saved = json.load(fh)
+    assert saved["violations"] == summary["violations"]
+    assert [r["lost"] for r in saved["runs"]] == [2, 2]
+    assert saved["windows"]["1m"]["rows"] == 2 + 1 + 1 + 1 + 1  # d1, d2, d3, dX, e1
+    page = open(os.path.join(out, "report.html")).read()
+    assert "Violations" in page and "<img src=latency.png>" in page
+
+
+def test_spark_submit_runs_the_same_job_and_exits_nonzero_on_violations(trace_dir, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.path.join(root, "firmware")]),
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    out = str(tmp_path / "submitted")
+    p = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                        os.path.join(root, "pipeline", "__main__.py"), "audit",
+                        "--traces", trace_dir, "--out", out, "--no-plots"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert "VIOLATION run r1 subscriber s1 QoS 2: 1 duplicates" in p.stdout
+    with open(os.path.join(out, "summary.json")) as fh:
+        assert [r["published"] for r in json.load(fh)["runs"]] == [12, 6]
