@@ -29,8 +29,11 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=()):
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
         })
-    elif not under_submit:
+    elif (master or DEFAULT_MASTER).startswith("local") and not under_submit:
+        # One machine: Spark's 200 shuffle partitions are 200 tiny tasks per
+        # stage (5-15x slower here); a few per core is plenty.
         settings["spark.driver.memory"] = "2g"
+        settings["spark.sql.shuffle.partitions"] = str(4 * (os.cpu_count() or 1))
     settings.update(dict(conf))
     for k, v in settings.items():
         b = b.config(k, v)
