@@ -22,7 +22,7 @@ LEVELS = {
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
-def received_per_message(rcv, pub):
+def received_per_message(rcv):
     """Per (run, subscriber, device, seq): deliveries, DUP-flagged ones, the
     first arrival's time, the last delivery's time and whether its first
     delivery came out of order. Order is judged by the arrival counter within
@@ -57,7 +57,7 @@ def facts(pub, rcv, expiry_slack_ms=1000):
                    "t_pub_ms", "expiry_s", F.col("qos").alias("pub_qos"))
     expected = (p.join(subs, "run_id", "left")
                 .withColumn("subscriber", F.coalesce("subscriber", F.lit(NO_SUBSCRIBER))))
-    m = received_per_message(rcv, pub)
+    m = received_per_message(rcv)
     f = expected.join(m, KEY, "full_outer")
     published = F.col("pub_qos").isNotNull()
     n = F.coalesce(F.col("deliveries"), F.lit(0))

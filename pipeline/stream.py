@@ -9,12 +9,12 @@ import os
 
 from host_sim import schema
 
-from . import analytics
+from . import analytics, traces
 
 
 def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, once=False):
     rows = (spark.readStream.schema(schema.spark_schema(schema.RECEIVED))
-            .parquet("%s/run=*/received" % traces_dir.rstrip("/")))
+            .parquet(traces.runs(traces_dir) + "/received"))
     tel = analytics.telemetry(rows)
     queries = []
     for w in widths:

@@ -6,11 +6,12 @@ from host_sim import schema
 
 
 def read(spark, traces, table):
-    """All runs' rows of `table` ("published" or "received") under `traces`;
-    an empty DataFrame (same schema) when no run has that table."""
+    """All runs' rows of `table` ("published" or "received") under `traces`
+    (a folder of run=<id>/ folders, or one run=<id>/ folder); an empty
+    DataFrame (same schema) when no run has that table."""
     from pyspark.errors import AnalysisException
     sch = schema.spark_schema(schema.TABLES[table])
-    path = "%s/run=*/%s" % (traces.rstrip("/"), table)
+    path = "%s/%s" % (runs(traces), table)
     try:
         # Explicit schema: the files are never sampled for types; a column a
         # writer forgot fails here, not in the middle of the audit.
@@ -19,6 +20,12 @@ def read(spark, traces, table):
         if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
             raise
         return spark.createDataFrame([], sch)
+
+
+def runs(traces):
+    """The glob of run folders under `traces`."""
+    traces = traces.rstrip("/")
+    return traces if os.path.basename(traces).startswith("run=") else traces + "/run=*"
 
 
 def write_arrow(rows, table, path):

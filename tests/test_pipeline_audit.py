@@ -153,6 +153,18 @@ def test_sequence_gaps(tables):
     assert g == [("r1", "d3", 1, 1, 1), ("r2", "e1", 2, 3, 2)]
 
 
+def test_collected_rows_without_published_are_strays(spark, tmp_path):
+    # what `pipeline collect` writes: received rows only
+    write_run(str(tmp_path), "live", [], [rcv("live", "c", i, "d1", i, 1, T0 + i) for i in range(3)])
+    p = traces.read(spark, str(tmp_path), "published")
+    assert p.count() == 0 and p.schema == traces.read(spark, str(tmp_path / "none"),
+                                                      "published").schema
+    f = audit.facts(p, traces.read(spark, str(tmp_path / "run=live"), "received"))
+    run = rows(audit.summarize(f, audit.LEVELS["run"]), "run_id")["live"]
+    assert (run["published"], run["stray"], run["lost"]) == (0, 3, 0)
+    assert audit.violations(f) == []
+
+
 def test_window_width_parsing():
     assert analytics.interval("1m") == "1 minutes"
     assert analytics.interval("90s") == "90 seconds"
