@@ -83,6 +83,6 @@ def _busiest_series(tel, width):
     one = tel.where((F.col("run_id") == key.run_id) & (F.col("device") == key.device)
                     & (F.col("sensor") == key.sensor))
     raw = one.orderBy("ts").select("ts", "value").limit(SERIES_POINTS).toPandas()
-    win = analytics.windows(one, width).select("start", "mean").limit(SERIES_POINTS).toPandas()
+    win = analytics.windows(one, width).select("start", "end", "mean").limit(SERIES_POINTS).toPandas()
     return {"run_id": key.run_id, "device": key.device, "sensor": key.sensor,
             "width": width, "raw": raw, "windows": win}

@@ -73,11 +73,18 @@ def _latency(lat):
 def _profiles(prof):
     if not len(prof):
         return None
+    import numpy as np
     g = prof.groupby("fault_profile")[["delivered", "lost", "duplicates"]].sum()
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    g.plot.bar(ax=ax, log=bool((g.values > 0).any()), rot=0)
+    x = np.arange(len(g))
+    for i, col in enumerate(g.columns):
+        bars = ax.bar(x + (i - 1) * 0.27, g[col].clip(lower=0.5), 0.27, label=col)
+        ax.bar_label(bars, labels=[str(v) for v in g[col]], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.5)  # a count of 1 still shows; 0 shows as a stub labelled 0
+    ax.set_xticks(x, g.index)
     ax.set_ylabel("messages")
-    ax.set_xlabel("")
+    ax.legend()
     return fig
 
 
@@ -93,7 +100,8 @@ def _series(s):
         return None
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.plot(s["raw"]["ts"], s["raw"]["value"], ".", ms=2, label="values")
-    ax.step(s["windows"]["start"], s["windows"]["mean"], where="post", label="window mean")
+    w = s["windows"]
+    ax.hlines(w["mean"], w["start"], w["end"], colors="C1", label="window mean")
     ax.legend()
     fig.autofmt_xdate()
     return fig

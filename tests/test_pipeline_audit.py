@@ -194,7 +194,9 @@ def test_spark_submit_runs_the_same_job_and_exits_nonzero_on_violations(trace_di
                SPARK_LOCAL_IP="127.0.0.1")
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     out = str(tmp_path / "submitted")
-    p = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+    fast = ["--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+            "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
+    p = subprocess.run([submit, "--master", "local[2]", *fast,
                         os.path.join(root, "pipeline", "__main__.py"), "audit",
                         "--traces", trace_dir, "--out", out, "--no-plots"],
                        env=env, capture_output=True, text=True, timeout=300)
