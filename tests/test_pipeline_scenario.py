@@ -22,7 +22,9 @@ def test_audit_matches_the_simulators_summary(spark, tmp_path):
                         "--seed", "7", "--quiet"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)
     assert p.returncode in (0, 1), p.stderr[-3000:]  # 1: the run broke a guarantee
-    (run_dir,) = glob.glob(os.path.join(out, "run=*"))
+    runs = glob.glob(os.path.join(out, "run=*"))
+    assert len(runs) == 1, p.stdout[-2000:] + p.stderr[-3000:]
+    run_dir = runs[0]
     with open(os.path.join(run_dir, "run.json")) as fh:
         sim = {int(q): s for q, s in json.load(fh)["summary"].items()}
 
