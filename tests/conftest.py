@@ -78,3 +78,14 @@ def broker(tmp_path_factory):
     finally:
         for b in started:
             b.stop()
+
+
+# --- Spark --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every Spark test (starting one costs ~15 s)."""
+    from pipeline.spark import session
+    s = session("local[2]", app="frugalmqtt-tests", small=True)
+    yield s
+    s.stop()

@@ -74,6 +74,11 @@ class ClientBase:
             raise OSError("no connection")
         self.sock.write(buf, off, n)
 
+    def ack(self, pid):
+        """With `client.s.manual_ack = True`, QoS 1 messages are acknowledged
+        only by this call (e.g. after they are written); see Session.ack."""
+        self.s.ack(pid)
+
     # ---- connection -------------------------------------------------------
 
     @property

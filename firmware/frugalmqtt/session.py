@@ -153,6 +153,7 @@ class Session:
         self.on_done = None  # f(pid, reason): a QoS 1/2 flow ended (reason < 0x80: delivered)
         self.on_suback = None  # f(pkt): SUBACK/UNSUBACK, codes at pkt.buf[pkt.data:]
         self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
+        self.manual_ack = False  # QoS 1: the application sends PUBACK with ack(pid)
         self.callback_error = None  # last exception raised by on_message
         self.link = False  # a network connection is open
         self.connected = False  # ... and the server accepted CONNECT
@@ -680,10 +681,16 @@ class Session:
             self._deliver(msg)
         # Every PUBLISH is acknowledged, in order of arrival, even when the
         # application failed on it [MQTT-4.5.0-2] [MQTT-4.6.0-2] [MQTT-4.6.0-3]
-        if qos == 1:
+        if qos == 1 and (not self.manual_ack or reason >= 0x80):
             self._send_ack(PUBACK, pkt.pid, reason)  # [MQTT-4.3.2-4]
         elif qos == 2:
             self._send_ack(PUBREC, pkt.pid, reason)  # [MQTT-4.3.3-8]
+
+    def ack(self, pid):
+        """PUBACK a QoS 1 message delivered while manual_ack is set, once the
+        application has it safe. Call in delivery order [MQTT-4.6.0-2]; after
+        a reconnect the server sends unacknowledged ones again (DUP=1)."""
+        self._send_ack(PUBACK, pid)  # [MQTT-4.3.2-4]
 
     def _deliver(self, msg):
         if self.on_message:

@@ -304,6 +304,21 @@ def test_MQTT_4_3_2_4_qos1_puback_with_the_packet_id():
         assert r.take() == [] and r.msgs[1] == (b"s/0", b"y", 0, 0, 0, 0)
 
 
+def test_manual_ack_defers_qos1_puback_until_ack():
+    # [MQTT-4.3.2-4] [MQTT-4.6.0-2]: the application acknowledges, in order
+    for v in BOTH:
+        r = Rig(v)
+        r.s.manual_ack = True
+        r.up()
+        r.feed(pub(v, b"s", b"a", 1, 5) + pub(v, b"s", b"b", 1, 6) + pub(v, b"s", b"c", 0))
+        assert [m[1] for m in r.msgs] == [b"a", b"b", b"c"] and r.take() == []
+        r.s.ack(5)
+        r.s.ack(6)
+        assert r.take() == [unhex("40 02 00 05"), unhex("40 02 00 06")]
+        r.feed(pub(v, b"s", b"d", 2, 7))  # QoS 2 keeps its automatic PUBREC
+        assert r.take() == [unhex("50 02 00 07")]
+
+
 def test_MQTT_4_3_2_5_same_id_after_puback_is_a_new_message():
     # [MQTT-4.3.2-2 v3.1.1]
     for v in BOTH:
