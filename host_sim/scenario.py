@@ -2,6 +2,7 @@
 one DeviceSpec per simulated device. See host_sim/scenarios/README.md for
 the keys."""
 import tomllib
+from itertools import zip_longest
 from pathlib import Path
 
 from . import faults
@@ -76,8 +77,10 @@ def expand(sc, seed):
     if kind != "telemetry":
         raise SystemExit("unknown scenario kind %r" % kind)
     profiles = _profiles(sc)
-    specs = []
+    groups = []
     for gi, g in enumerate(sc.get("devices", [])):
+        specs = []
+        groups.append(specs)
         qoss = _listify(g.get("qos", 1))
         versions = _listify(g.get("version", 5))
         prof = profiles[g.get("fault", "none")]
@@ -98,7 +101,9 @@ def expand(sc, seed):
                                     g.get("rate", 0), g.get("clean", False),
                                     g.get("session_expiry", 300), ka, p.name, rules, link,
                                     slots=g.get("slots", 8)))
-    return specs
+    # groups interleaved: with limited concurrency every group runs all along
+    # (and meets the broker actions)
+    return [s for row in zip_longest(*groups) for s in row if s is not None]
 
 
 def _sweep(sw):
