@@ -47,7 +47,7 @@ bench:
 
 # The host simulator's whole scenario set (a few minutes; `make test` runs
 # the small versions). Traces go to traces/run=<id>/.
-SCENARIOS ?= basic micropython sweep soak fleet
+SCENARIOS ?= basic scripted_cuts micropython sweep soak fleet
 .PHONY: scenarios
 scenarios:
 	$(PY) -m host_sim edge

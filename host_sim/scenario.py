@@ -6,6 +6,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from . import faults
+from .link import Rule
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 RUNTIMES = ("cpython", "micropython", "asyncio")
@@ -83,7 +84,7 @@ def expand(sc, seed):
         groups.append(specs)
         qoss = _listify(g.get("qos", 1))
         versions = _listify(g.get("version", 5))
-        prof = profiles[g.get("fault", "none")]
+        prof = profiles.get(g.get("fault", "none"), faults.NONE)
         share = g.get("fault_share", 1.0)
         runtime = g.get("runtime", "cpython")
         prefix = g.get("prefix", "g%d" % gi)
@@ -96,10 +97,15 @@ def expand(sc, seed):
             faulty = prof.name != "none" and rng.random() < share
             p = prof if faulty else faults.NONE
             rules, link = p.schedule(rng, qos, g.get("n", 10))
+            name = p.name
+            if "rules" in g:  # a scripted schedule: the same for every device of the group
+                rules = [Rule(**r) for r in g["rules"]]
+                link = dict(g.get("link", {}))
+                name = g.get("fault", "scripted")
             ka = p.keepalive or g.get("keepalive", 10)
             specs.append(DeviceSpec(dev, runtime, version, qos, g.get("n", 10),
                                     g.get("rate", 0), g.get("clean", False),
-                                    g.get("session_expiry", 300), ka, p.name, rules, link,
+                                    g.get("session_expiry", 300), ka, name, rules, link,
                                     slots=g.get("slots", 8)))
     # groups interleaved: with limited concurrency every group runs all along
     # (and meets the broker actions)
