@@ -239,11 +239,14 @@ def all_cases():
     return [(n, v) for n, c in CASES.items() for v in c[0]]
 
 
-def main(runtimes):
-    """Run every case on each runtime; print one line per case; 1 if any failed."""
+def main(runtimes, names=None):
+    """Run the cases (all, or those named) on each runtime; one line per case;
+    returns 1 if any failed."""
     failed = 0
     for runtime in runtimes:
         for name, v in all_cases():
+            if names and name not in names:
+                continue
             problems, broker, run = run_case(name, v, runtime)
             print("%-12s %-28s v%d  %s" % (runtime, name, v, "ok" if not problems else
                                             "FAILED: " + "; ".join(problems)))
