@@ -79,10 +79,9 @@ reboot-soak:
 
 # The host simulator's whole scenario set (a few minutes; `make test` runs
 # the small versions). Traces go to traces/run=<id>/.
-SCENARIOS ?= basic micropython sweep soak fleet
+SCENARIOS ?= edge basic scripted_cuts micropython sweep soak fleet
 .PHONY: scenarios
 scenarios:
-	$(PY) -m host_sim edge
 	for s in $(SCENARIOS); do $(PY) -m host_sim run $$s --out traces || exit 1; done
 
 # Which client-side spec requirements the tests cite (a report: never fails

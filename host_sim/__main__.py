@@ -27,6 +27,11 @@ def main(argv=None):
     if a.cmd == "edge":
         from . import edge
         return edge.main(a.runtime or ["cpython", "micropython"])
+    sc = scenario.load(a.scenario)
+    if sc["kind"] == "edge":  # scripted-broker cases: no traces
+        from . import edge
+        e = sc.get("edge", {})
+        return edge.main(e.get("runtimes", ["cpython", "micropython"]), e.get("cases"))
     from .run import run
     code, _ = run(a.scenario, a.seed, a.out, a.quiet)
     return code

@@ -9,17 +9,19 @@ which is how "no crash" is checked; the MicroPython device runs with a
 256 KB heap, so an allocation sized by the peer would end it with MemoryError.
 """
 import time
+import tracemalloc
 
 from .devices import run_device
 from .scripted import ScriptedBroker, serve_forever, build_publish
 
 HOLD_S = 0.6  # how long a script waits to see that nothing more comes
+MAX_PEAK = 1 << 20  # CPython: bytes traced at the peak of a case (device + peer)
 
 
-def _expect_close(peer, v, reason):
+def _expect_close(peer, v, reason, timeout):
     """5.0: DISCONNECT with `reason`, then the link closes; 3.1.1: just closes."""
     problems = []
-    if not peer.wait_closed():
+    if not peer.wait_closed(timeout):
         problems.append("conn %d: the device kept the connection open" % peer.idx)
     ds = peer.disconnects()
     if v >= 5:
@@ -169,9 +171,9 @@ def check_sp_lost(b, run, v):
     return []
 
 
-def closing(reason):
+def closing(reason, timeout=5.0):
     def check(b, run, v):
-        p = _expect_close(b.peers[0], v, reason)
+        p = _expect_close(b.peers[0], v, reason, timeout)
         if run.of("msg"):
             p.append("delivered a message from a bad packet: %s" % run.of("msg"))
         if len(b.peers) < 2 or not any(e["name"] == "CONNECT" for e in b.peers[1].got):
@@ -210,8 +212,16 @@ def run_case(name, version, runtime):
         p = dict(params, host=b.host, port=b.port, version=version, topic="e/out",
                  cid="edge-%s-%s-%d" % (name, runtime[:2], version), keepalive=30,
                  timeout_ms=2000)
+        if runtime == "cpython":
+            tracemalloc.start()
         run = run_device(runtime, "edge", p, timeout=30)
         problems = []
+        if runtime == "cpython":
+            # everything Python allocated meanwhile (device, broker threads)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            if peak > MAX_PEAK:
+                problems.append("allocated %d bytes at the peak (> %d)" % (peak, MAX_PEAK))
         if run.error:
             problems.append("device crashed: %s" % run.error[-2000:])
         elif not run.ended:
@@ -229,11 +239,14 @@ def all_cases():
     return [(n, v) for n, c in CASES.items() for v in c[0]]
 
 
-def main(runtimes):
-    """Run every case on each runtime; print one line per case; 1 if any failed."""
+def main(runtimes, names=None):
+    """Run the cases (all, or those named) on each runtime; one line per case;
+    returns 1 if any failed."""
     failed = 0
     for runtime in runtimes:
         for name, v in all_cases():
+            if names and name not in names:
+                continue
             problems, broker, run = run_case(name, v, runtime)
             print("%-12s %-28s v%d  %s" % (runtime, name, v, "ok" if not problems else
                                             "FAILED: " + "; ".join(problems)))

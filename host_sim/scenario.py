@@ -2,9 +2,11 @@
 one DeviceSpec per simulated device. See host_sim/scenarios/README.md for
 the keys."""
 import tomllib
+from itertools import zip_longest
 from pathlib import Path
 
 from . import faults
+from .link import Rule
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 RUNTIMES = ("cpython", "micropython", "asyncio")
@@ -76,11 +78,13 @@ def expand(sc, seed):
     if kind != "telemetry":
         raise SystemExit("unknown scenario kind %r" % kind)
     profiles = _profiles(sc)
-    specs = []
+    groups = []
     for gi, g in enumerate(sc.get("devices", [])):
+        specs = []
+        groups.append(specs)
         qoss = _listify(g.get("qos", 1))
         versions = _listify(g.get("version", 5))
-        prof = profiles[g.get("fault", "none")]
+        prof = profiles.get(g.get("fault", "none"), faults.NONE)
         share = g.get("fault_share", 1.0)
         runtime = g.get("runtime", "cpython")
         prefix = g.get("prefix", "g%d" % gi)
@@ -93,12 +97,19 @@ def expand(sc, seed):
             faulty = prof.name != "none" and rng.random() < share
             p = prof if faulty else faults.NONE
             rules, link = p.schedule(rng, qos, g.get("n", 10))
+            name = p.name
+            if "rules" in g:  # a scripted schedule: the same for every device of the group
+                rules = [Rule(**r) for r in g["rules"]]
+                link = dict(g.get("link", {}))
+                name = g.get("fault", "scripted")
             ka = p.keepalive or g.get("keepalive", 10)
             specs.append(DeviceSpec(dev, runtime, version, qos, g.get("n", 10),
                                     g.get("rate", 0), g.get("clean", False),
-                                    g.get("session_expiry", 300), ka, p.name, rules, link,
+                                    g.get("session_expiry", 300), ka, name, rules, link,
                                     slots=g.get("slots", 8)))
-    return specs
+    # groups interleaved: with limited concurrency every group runs all along
+    # (and meets the broker actions)
+    return [s for row in zip_longest(*groups) for s in row if s is not None]
 
 
 def _sweep(sw):

@@ -19,7 +19,8 @@ import time
 
 from frugalmqtt import control, publish
 from frugalmqtt import server as SV
-from frugalmqtt.codec import CONNECT, DISCONNECT, PINGREQ, PINGRESP
+from frugalmqtt.codec import (CONNECT, DISCONNECT, PINGREQ, PINGRESP, PUBLISH, PUBREL,
+                              SUBSCRIBE)
 from . import wire
 
 WAIT_S = 5.0
@@ -223,7 +224,6 @@ def serve_forever(peer):
     """A script for 'every later connection': accept, then ack whatever comes
     like a well-behaved broker (PUBACK / PUBREC / PUBCOMP / SUBACK), until the
     device closes."""
-    from frugalmqtt.codec import PUBLISH, PUBREL, SUBSCRIBE
     c = peer.expect(CONNECT)
     peer.send(build_connack(peer.version, not c["clean"]))
     seen = 0

@@ -26,7 +26,7 @@ def test_a_check_fails_when_the_device_misbehaves():
         s = socket.create_connection((b.host, b.port))
         s.sendall(b"\x10\x0d\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00")  # CONNECT v5, no id
         assert b.wait_peers(1)
-        problems = edge.closing(0x81)(b, type("R", (), {"of": lambda self, e: []})(), 5)
+        problems = edge.closing(0x81, timeout=0.5)(b, type("R", (), {"of": lambda self, e: []})(), 5)
         assert any("kept the connection open" in p for p in problems), problems
         assert any("DISCONNECT" in p for p in problems), problems
         s.close()

@@ -59,6 +59,8 @@ def test_same_seed_same_fault_schedules(tmp_path):
 LOSSY = '''
 name = "lossy"
 description = "an ACL silently drops one device's topic: the run must fail"
+[run]
+settle_s = 1
 [broker]
 acl = ["topic readwrite sim/#", "topic deny sim/+/lossy-cp000"]
 [[devices]]
