@@ -141,7 +141,8 @@ def main():
                 r = res[0] if res else {}
                 if name == "spark job" and os.path.exists(work + "/report/summary.json"):
                     with open(work + "/report/summary.json") as fh:
-                        r = {"run": {k: json.load(fh)["runs"][0][k] for k in CHECK}}
+                        total = json.load(fh)["runs"][0]
+                    r = {"run": {k: total[k] for k in CHECK}}
                 ok = r.get("run") == {k: want[k] for k in CHECK}
                 rows.append((size, want["received"], name, wall, r.get("startup_s"),
                              r.get("query_s"), peak, rc, ok))

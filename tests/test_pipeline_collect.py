@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from frugalmqtt.client import MQTTClient
 from host_sim import schema
+from pipeline import analytics, audit, traces
 from pipeline.collect import Collector
 
 T0 = 1767225600000
@@ -37,7 +38,7 @@ def collector(broker, out, **kw):
                      idle_ms=100, **kw)
 
 
-def test_collect_writes_before_it_acknowledges(mosquitto, tmp_path):
+def test_collect_writes_before_it_acknowledges(mosquitto, tmp_path, spark):
     broker = mosquitto()
     out = str(tmp_path / "traces")
     c = collector(broker, out)
@@ -66,3 +67,11 @@ def test_collect_writes_before_it_acknowledges(mosquitto, tmp_path):
     assert [(r["seq"], r["dup"], r["arrival"]) for r in rows[5:]] == \
         [(5, False, 5), (6, False, 6), (7, False, 7)]
     assert len(rows) == 8
+
+    # The audit and the analytics read what the collector wrote
+    r = traces.read(spark, out, "received")
+    f = audit.facts(traces.read(spark, out, "published"), r)
+    run = audit.summarize(f, audit.LEVELS["run"]).collect()[0]
+    assert (run["stray"], run["duplicates"], run["dup_flagged"]) == (8, 0, 5)
+    w = analytics.windows(analytics.telemetry(r), "1m").collect()
+    assert [(x["count"], x["min"], x["max"]) for x in w] == [(8, 20.0, 27.0)]
