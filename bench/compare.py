@@ -24,11 +24,8 @@ puts the table in README.md between the compare markers.
 """
 import argparse
 import datetime
-import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +37,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tools"))
 import client_bench as cb  # noqa: E402
 import fetch_competitors  # noqa: E402
+import mpy  # noqa: E402
 import profiles  # noqa: E402
 
 REPO = HERE.parent
@@ -75,24 +73,21 @@ FEATURES = {
 }
 
 
-def compile_dir(mpy_cross, files, out):
-    """Compile (source, target .mpy path relative to out) pairs; total bytes."""
-    total = 0
-    for src, rel in files:
-        dst = out / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([mpy_cross, "-o", str(dst), str(src)], check=True)
-        total += dst.stat().st_size
-    return total
+def compile_dir(files, out):
+    """Compile (source, target .mpy path relative to out) pairs as `make mpy`
+    does (short source names, no warnings allowed); total bytes."""
+    return sum(mpy.compile_one(src, out / rel) for src, rel in files)
 
 
 def prepare(tmp, mpy_cross, log):
     """Compiled directories and .mpy sizes: {lib: (MICROPYPATH, mpy bytes, version)}."""
     common = tmp / "common"
     common.mkdir()
-    sizes = cb.compile_all(mpy_cross, common)  # frugalmqtt + bench/mp scripts
+    cb.compile_all(mpy_cross, common)  # frugalmqtt + bench/mp scripts, as `make bench`
     standins = tmp / "standins"
-    compile_dir(mpy_cross, [(p, p.stem + ".mpy") for p in STANDINS], standins)
+    compile_dir([(p, p.stem + ".mpy") for p in STANDINS], standins)
+    mpy.build(tmp / "sizes", log=lambda m: None)  # .mpy sizes as `make size` reports them
+    sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
     out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
                           _frugal_version())}
@@ -102,7 +97,7 @@ def prepare(tmp, mpy_cross, log):
         for pkg in packages:
             root = got[pkg][1]
             files += [(p, str(p.relative_to(root))[:-3] + ".mpy") for p in root.rglob("*.py")]
-        n = compile_dir(mpy_cross, files, d)
+        n = compile_dir(files, d)
         version = ", ".join("%s %s" % (p, got[p][0]) for p in packages)
         out[lib] = (".frozen:%s:%s:%s" % (common, standins, d), n, version)
     return out
