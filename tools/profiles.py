@@ -16,7 +16,7 @@ PACKAGE_DIR = REPO / "firmware" / "frugalmqtt"
 APP_DIR = REPO / "firmware" / "app"
 
 # The blocking client and everything it imports.
-BASE = ["__init__", "codec", "props", "publish", "control", "session", "transport", "base",
+BASE = ["__init__", "err", "codec", "props", "publish", "control", "session", "transport", "base",
         "client"]
 
 PROFILES = {
@@ -24,11 +24,12 @@ PROFILES = {
     "asyncio": BASE + ["aclient"],       # + frugalmqtt.aclient.AMQTTClient
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
+    "lite": ["__init__", "err", "lite"],  # frugalmqtt.lite.Publisher: publish-only
 }
 
 # Profiles whose modules are built on another branch and not in this tree yet:
 # the tools say so and leave them out instead of failing. Empty it when they land.
-AWAITING = {"outbox": "outbox.py is built on the outbox branch"}
+AWAITING = {}
 
 # What the telemetry firmware adds (tools/deploy.py, the board manifests):
 # modules of firmware/app/, installed at the device's root as .mpy; its
