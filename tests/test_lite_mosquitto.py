@@ -5,7 +5,7 @@ runner, the cutting proxy and its resume rules are test_client_mosquitto's."""
 from frugalmqtt.codec import PUBLISH, PUBREL
 from hostkit import PahoSubscriber
 from test_client_mosquitto import (BOTH, RESUME_RULES, counts, run_device, start_proxy,
-                                   paho_sub, cleanup)  # noqa: F401  (cleanup: fixture)
+                                   paho_sub, wait_disconnect, cleanup)  # noqa: F401  (cleanup: fixture)
 
 
 @BOTH
@@ -55,9 +55,9 @@ def test_lite_resumes_its_session_across_cuts(runtime, version, mosquitto, clean
     px = start_proxy(b, version, cleanup, RESUME_RULES)
     n = 8
     ev = run_device(runtime, "lite_resume", b, version, proxy_port=px.port, n=n)
-    px.wait_disconnect()
+    wait_disconnect(px)
     r = ev.result()
-    assert all(rule["fired"] for rule in px.rules), (px.rules, px.dump())
+    assert all(rule.fired for rule in px.rules), (px.rules, px.dump())
     assert not px.errors
     assert r["flushed"] and r["connected"]
     assert r["sp"][0] is False and r["sp"][-1] is True, r["sp"]
