@@ -111,7 +111,8 @@ class Link:
         self.rate_bps = rate_bps
         self.rng = random.Random(seed)
         self.name = name
-        self.log = []        # one dict per packet, in forwarding order (see wire.describe)
+        self.log = []        # one dict per packet, in arrival order (see wire.describe;
+                             # + conn, dir, t, action, unsent)
         self.conns = []
         self.refused = 0     # connection attempts refused
         self.cuts = 0
@@ -258,6 +259,7 @@ class Link:
             e["payload"] = self.pids[wire.ack_direction(d, t)].get(e["pid"])
         rule = self._match(d, e, len(raw))
         e["action"] = rule.action if rule else None
+        e["unsent"] = False  # True when a cut kept it from going out after all
         self.log.append(e)
         self._count(d, e)
         start = self.bytes[d]
@@ -266,7 +268,7 @@ class Link:
         if delay:
             await asyncio.sleep(delay / 1000)
             if conn.cut or conn.blackholed:
-                e["action"] = e["action"] or "unsent"  # the link died meanwhile
+                e["unsent"] = True  # the link died meanwhile
                 return
         send = raw
         if rule is not None:
@@ -288,7 +290,7 @@ class Link:
                 writer.write(send)
                 await writer.drain()
             except (OSError, RuntimeError):
-                e["action"] = e["action"] or "unsent"
+                e["unsent"] = True
                 self._cut(conn)
                 return
             if self.rate_bps:
@@ -371,7 +373,8 @@ def pubrel_after_pubrec(log):
         p = e.get("payload")
         if p is None:
             continue
-        if e["dir"] == "s2c" and e["type"] == PUBREC and e["action"] in (None, "after"):
+        if (e["dir"] == "s2c" and e["type"] == PUBREC and e["action"] in (None, "after")
+                and not e.get("unsent")):
             recd.setdefault(p, e["conn"])
         elif e["dir"] == "c2s" and p in recd and e["conn"] > recd[p] and p not in out:
             out[p] = e["name"]
