@@ -182,16 +182,18 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
     }
 
 
-def receive_run(broker, publisher, outbox_path, kills, seed, n=400, gap=0.004,
+def receive_run(broker, publisher, outbox_path, kills, seed, n=400, gap=0.004, work_ms=0,
                 runtime="micropython", cid="reboot-rx", topic="frugal/outbox/rx",
                 size=16384, max_delay=0.4, log=None):
     """The device subscribes at QoS 2 (persistent session) and prints each
-    message from on_message; a publisher sends n QoS 2 messages, one every
-    `gap` s, while the device is killed `kills` times; a last run takes the
-    rest until "end". Returns the counts of what on_message saw."""
+    message from on_message, which then works `work_ms` (a kill in there
+    comes after the delivery, before the PUBREC); a publisher sends n QoS 2
+    messages, one every `gap` s, while the device is killed `kills` times; a
+    last run takes the rest until "end". Returns the counts of what
+    on_message saw."""
     rng = random.Random(seed)
     params = dict(host=broker.host, port=broker.port, cid=cid, topic=topic,
-                  path=str(outbox_path), size=size, inbound=32)
+                  path=str(outbox_path), size=size, inbound=32, work_ms=work_ms)
     got = {}
     sender = None
 
@@ -226,7 +228,7 @@ def receive_run(broker, publisher, outbox_path, kills, seed, n=400, gap=0.004,
                     delay = rng.uniform(0.0, max_delay)
                 time.sleep(delay)
                 code = d.kill()
-                assert code == -signal.SIGKILL, (code, d.err.decode(errors="replace"))
+                assert code == -signal.SIGKILL, (code, d.err.decode(errors="replace"), d.lines[-3:])
             collect(d)
             if log:
                 log("boot %d: %d messages delivered so far" % (boot, sum(got.values())))
@@ -266,8 +268,8 @@ def main(argv):
             pub = PahoSubscriber(broker, "frugal/outbox/unused")
             try:
                 rx = receive_run(broker, pub, Path(tmp) / "outbox-rx.bin", a.kills, a.seed,
-                                 n=60 * a.kills, runtime=a.runtime, max_delay=a.max_delay,
-                                 log=print)
+                                 n=40 * a.kills, gap=0.005, work_ms=5, runtime=a.runtime,
+                                 max_delay=a.max_delay, log=print)
             finally:
                 pub.stop()
             rx["seconds"] = round(time.monotonic() - t0, 1)

@@ -17,7 +17,8 @@
 #
 # MODE "receive": reload the outbox, connect (persistent session), subscribe
 # at QoS 2 unless the session was resumed, "@@ got PAYLOAD" from on_message
-# for every message, until the payload "end".
+# for every message (which then works work_ms before returning), until the
+# payload "end".
 import sys
 
 try:
@@ -25,7 +26,7 @@ try:
 except ImportError:
     import ujson as json
 
-from frugalmqtt.client import MQTTClient
+from frugalmqtt.client import MQTTClient, sleep_ms
 from frugalmqtt.outbox import Outbox
 
 
@@ -87,11 +88,15 @@ def offline(p):
 def receive(p):
     done = []
 
+    work = p.get("work_ms", 0)
+
     def on_message(m):
         pl = bytes(m.payload)
         say("got " + str(pl, "utf-8"))
         if pl == b"end":
             done.append(1)
+        if work:
+            sleep_ms(work)  # the application at work: its PUBREC goes out after this
 
     c, ob = device(p, on_message)
     if not c.s.session_present:
