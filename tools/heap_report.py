@@ -61,9 +61,9 @@ def layout(dest, build, profile, cfg):
 
 def run_at(micropython, dest, profile, size):
     """(ok, why, lines) of one firmware run with -X heapsize=size."""
-    seq = dest / "seq.txt"
-    if seq.exists():
-        seq.unlink()
+    for state in ("seq.txt", "outbox.bin"):  # every run starts as a fresh board
+        if (dest / state).exists():
+            (dest / state).unlink()
     cmd = [micropython, "-X", "heapsize=%d" % size, "-m", "firmware_heap"]
     cmd += [m for m in profiles.PROFILES[profile] if m != "__init__"]
     env = dict(os.environ, MICROPYPATH=":.frozen:%s/lib" % dest)
@@ -81,11 +81,14 @@ def run_at(micropython, dest, profile, size):
     return ok, why, lines
 
 
-def config(port, samples):
-    return {"client_id": "heap-1", "wifi": {"ssid": "lab", "password": "pw"},
-            "broker": {"host": "127.0.0.1", "port": port, "keepalive": 60},
-            "qos": 1, "period_ms": 5, "samples": samples, "status_every": 50,
-            "expiry_s": 600, "sensors": ["sim_temp"]}
+def config(port, samples, profile="base"):
+    cfg = {"client_id": "heap-1", "wifi": {"ssid": "lab", "password": "pw"},
+           "broker": {"host": "127.0.0.1", "port": port, "keepalive": 60},
+           "qos": 1, "period_ms": 5, "samples": samples, "status_every": 50,
+           "expiry_s": 600, "sensors": ["sim_temp"]}
+    if "outbox" in profiles.PROFILES[profile]:
+        cfg["outbox"] = {"path": "outbox.bin", "size": 8192}  # the firmware uses it
+    return cfg
 
 
 def measure(samples=200, which=None, step=cb.HEAP_STEP, log=print):
@@ -103,8 +106,11 @@ def measure(samples=200, which=None, step=cb.HEAP_STEP, log=print):
                 if not profiles.available(p):
                     log("heap %s: skipped, %s" % (p, profiles.AWAITING.get(p, "modules missing")))
                     continue
+                if "client" not in profiles.PROFILES[p]:
+                    log("heap %s: skipped, the telemetry firmware needs frugalmqtt.client" % p)
+                    continue
                 dest = tmp / ("board-" + p)
-                layout(dest, build, p, config(broker.port, samples))
+                layout(dest, build, p, config(broker.port, samples, p))
                 size, why, first = cb.smallest_heap(
                     lambda n: run_at(micropython, dest, p, n), p, log, step=step)
                 out[p] = (size, why, int(cb.pick(first, "held")[0]))

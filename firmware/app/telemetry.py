@@ -113,6 +113,10 @@ class Telemetry:
         self.props = [self._props(s.unit) for s in self.sensors]  # built once, reused
         self.status_props = self._props(None)
         self.client = self._client()
+        from frugalmqtt import session
+        # publish() results that mean "no room": WINDOW_FULL, and OUTBOX_FULL
+        # with an outbox (whose STORED means buffered in the file, not lost)
+        self.full = (session.WINDOW_FULL, getattr(session, "OUTBOX_FULL", session.WINDOW_FULL))
 
     def _props(self, unit):
         if self.version < 5:
@@ -176,7 +180,7 @@ class Telemetry:
             self.dropped += 1
             return
         pid = self._guard(c.publish, topic, data, self.qos, False, props, 0)
-        if pid is not None and self.qos and pid <= 0:  # WINDOW_FULL: every slot holds one
+        if pid in self.full:  # every slot holds a message (and the outbox, if any, is full)
             self.dropped += 1
 
     def sample(self):
