@@ -55,7 +55,7 @@ test:
 # The main job end to end: a fleet scenario with link faults through host_sim
 # (its own mosquitto on a free port), then the Spark audit and analytics.
 # Exits non-zero when the simulator or the audit finds a broken guarantee.
-DEMO_SCENARIO ?= basic
+DEMO_SCENARIO ?= fleet_small
 DEMO_OUT ?= demo-out
 demo:
 	rm -rf $(DEMO_OUT)
