@@ -89,3 +89,12 @@ def spark():
     s = session("local[2]", app="frugalmqtt-tests", small=True)
     yield s
     s.stop()
+
+
+@pytest.fixture
+def cleanup():
+    """A list of close functions, called in reverse order after the test."""
+    items = []
+    yield items
+    for close in reversed(items):
+        close()

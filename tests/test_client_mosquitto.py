@@ -87,14 +87,6 @@ def run_device(runtime, name, broker, version, **params):
     return events
 
 
-@pytest.fixture
-def cleanup():
-    items = []
-    yield items
-    for close in reversed(items):
-        close()
-
-
 # ---- the recording, cutting link (host_sim.link) ------------------------------
 
 def start_proxy(broker, version, cleanup, rules=()):

@@ -5,7 +5,7 @@ runner, the cutting proxy and its resume rules are test_client_mosquitto's."""
 from frugalmqtt.codec import PUBLISH, PUBREL
 from hostkit import PahoSubscriber
 from test_client_mosquitto import (BOTH, RESUME_RULES, counts, run_device, start_proxy,
-                                   paho_sub, wait_disconnect, cleanup)  # noqa: F401  (cleanup: fixture)
+                                   paho_sub, wait_disconnect)
 
 
 @BOTH

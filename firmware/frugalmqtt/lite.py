@@ -243,7 +243,7 @@ class Publisher:
             raise ServerError(r[1])  # refused: CONNACK reason / return code
         if sp and clean:
             raise self._fail(0x82, "session present after clean start")  # [MQTT-3.2.2-4]
-        self.last_tx = self.last_rx = ticks_ms()
+        self.last_tx = ticks_ms()
         self.ping_out = False
         self._resume(sp)
         return bool(sp)
