@@ -4,7 +4,7 @@
 #
 # Waiting for the socket. The socket stays the non-blocking transport.Transport
 # (TCP or TLS); the reader waits for it to become readable and then drains
-# every complete packet with Framer.read_from (no StreamReader, no copies):
+# every complete packet with Framer.read_packet (no StreamReader, no copies):
 # - MicroPython: `yield asyncio.core._io_queue.queue_read(sock)`, the idiom of
 #   asyncio's own Stream.read: the task sleeps in the event loop's poll().
 # - CPython: loop.add_reader(fd) resolving a future (selector event loops;

@@ -105,7 +105,7 @@ class ClientBase:
         DISCONNECT with its reason code on 5.0, just close on 3.1.1
         [U-4.13.1-a] [MQTT-4.8.0-1]."""
         try:
-            return self.s.framer.read_from(sock)
+            return self.s.framer.read_packet(sock)
         except MQTTError as e:
             if self.s.version >= 5:
                 self.s.disconnect(e.reason)

@@ -347,21 +347,38 @@ _HEAD = const(0)  # framer states: waiting for the type byte
 _LEN = const(1)  # reading the remaining length
 _BODY = const(2)  # reading the body
 _DONE = const(3)  # a whole packet is in the buffer
+_CHUNK = const(128)  # read_packet: most bytes asked for at once (small packets)
 
 
 class Framer:
     """Assembles packets from a byte stream into one fixed buffer.
 
-    The fixed header is read first; a packet whose total size exceeds the
-    maximum packet size raises PACKET_TOO_LARGE (0x95) before any of its
-    body is read, so no buffer is ever sized by the peer. When `done`,
-    `first` holds the packet's first byte and buf[0:rl] its body; the next
-    read starts a new packet."""
+    A packet whose total size exceeds the maximum packet size raises
+    PACKET_TOO_LARGE (0x95) as soon as its fixed header is complete, before
+    anything more is read, so no buffer is ever sized by the peer. When
+    `done`, `first` holds the packet's first byte and buf[off:off + rl] its
+    body (off is 0 after feed() and read_from()); the next call starts on the
+    next packet.
+
+    Three ways in: feed() copies from a buffer (hosts, tests); read_from()
+    reads a stream header byte by header byte and the body at once, so the
+    body lands at buf[0]; read_packet() (the clients) reads whatever the
+    stream has, up to c bytes at once, and frames every packet in it without
+    more reads. Use one of them per framer (reset() in between)."""
 
     def __init__(self, max_packet):
         self.max = max_packet
-        self.buf = bytearray(max_packet)
+        c = max_packet if max_packet < _CHUNK else _CHUNK
+        if c < 8:
+            c = 8  # room for a partial fixed header and more
+        self.c = c
+        # buf[0:c] takes the start of a packet split across reads, so that
+        # the rest, read at buf[c:], follows it; buf[max:] takes the pieces
+        # of a large packet the network split (gathered at buf[0:]).
+        self.buf = bytearray(c + (max_packet if max_packet > c else c))
         self.mv = memoryview(self.buf)
+        self.rv = self.mv[c:]
+        self.tv = self.mv[max_packet:]
         self.one = bytearray(1)
         self.reset()
 
@@ -371,6 +388,9 @@ class Framer:
         self.nlen = 0  # remaining-length bytes read so far
         self.rl = 0
         self.got = 0  # body bytes received
+        self.off = 0  # where the body starts in buf
+        self.r = self.w = self.c  # read_packet: bytes read, not framed yet: buf[r:w]
+        self.big = 0  # read_packet: size of a large packet gathered at buf[0:w]
 
     @property
     def done(self):
@@ -419,7 +439,8 @@ class Framer:
         complete, False when a non-blocking stream has no data now; raises
         EOFError when the peer closed. Allocates nothing unless a body is
         split across reads: header bytes go through a 1-byte buffer and a
-        whole body lands with readinto(buf, n)."""
+        whole body lands with readinto(buf, n). Nothing after the packet is
+        read; read_packet() takes fewer reads."""
         if self.state == _DONE:
             self.reset()
         while True:
@@ -445,3 +466,97 @@ class Framer:
             if self.got == self.rl:
                 self.state = _DONE
                 return True
+
+    def read_packet(self, stream):
+        """Frame the next packet from a non-blocking stream with readinto().
+        Returns True when one is complete (body at buf[off:off + rl]), False
+        when the stream has nothing more now; raises EOFError when the peer
+        closed. One read takes what the stream has (up to c bytes, or the
+        rest of a larger packet): the packets in it come from the next calls
+        without reading, and a packet split across reads is joined. Allocates
+        nothing: the start of a split packet is moved to end at buf[c], where
+        reads land; a large packet the network split further is gathered at
+        buf[0:] from pieces read at buf[max:]."""
+        b = self.buf
+        c = self.c
+        self.state = _HEAD
+        while True:
+            r = self.r
+            w = self.w
+            L = self.big
+            if L:
+                n = stream.readinto(self.tv, L - w if L - w < c else c)
+                if n is None:
+                    return False
+                if not n:
+                    raise EOFError
+                m = self.max
+                i = 0
+                while i < n:
+                    b[w + i] = b[m + i]
+                    i += 1
+                w += n
+                self.w = w
+                if w < L:
+                    continue
+                self.big = 0  # whole: framed below from buf[0:L]
+            # The fixed header at buf[r], as far as it has arrived
+            L = 0
+            o = r + 1
+            rl = 0
+            sh = 0
+            while o < w:
+                x = b[o]
+                o += 1
+                if sh and not x:
+                    raise malformed("non-minimal remaining length")  # [MQTT-1.5.5-1]
+                rl |= (x & 0x7F) << sh
+                if x < 0x80:
+                    L = o - r + rl
+                    if L > self.max:
+                        # Refused before anything more is read (MQTT 5: DISCONNECT 0x95)
+                        raise MQTTError(PACKET_TOO_LARGE, "packet larger than maximum packet size")
+                    break
+                sh += 7
+                if sh == 28:
+                    raise malformed("remaining length longer than 4 bytes")  # [U-1.5.5-a]
+            if L and r + L <= w:
+                self.first = b[r]
+                self.off = o
+                self.rl = rl
+                r += L
+                if r == w:
+                    r = w = c
+                self.r = r
+                self.w = w
+                self.state = _DONE
+                return True
+            # More is needed: what there is of this packet (k <= c bytes)
+            # moves to end at buf[c], where the next read lands.
+            k = w - r
+            if w != c:
+                d = c - k
+                i = 0
+                while i < k:
+                    b[d + i] = b[r + i]
+                    i += 1
+                r = self.r = d
+                w = self.w = c
+            # A large packet: just its rest; else at most c bytes in all.
+            n = stream.readinto(self.rv, L - k if L > c else c - k)
+            if n is None:
+                return False
+            if not n:
+                raise EOFError
+            w += n
+            self.w = w
+            if L > c and w - r < L:
+                # Still not whole: gather it at buf[0:] from here on
+                k = w - r
+                i = 0
+                while i < k:
+                    b[i] = b[r + i]
+                    i += 1
+                self.r = 0
+                self.w = k
+                self.big = L

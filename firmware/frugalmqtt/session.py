@@ -598,8 +598,24 @@ class Session:
         MQTTError [U-4.13.1-a] [MQTT-4.8.0-1]; the caller closes the socket."""
         f = self.framer
         pkt = self.pkt
+        first = f.first
+        b = f.buf
+        o = f.off
         try:
-            t = _ctl.decode(pkt, f.first, f.buf, 0, f.rl, self.version)
+            if f.rl == 2 and (first == 0x40 or first == 0x50 or first == 0x62 or first == 0x70) and (
+                    b[o] or b[o + 1]):
+                # An ack in its short form (reason 0x00, no properties) [U-3.4.2-a]
+                # with valid flags [MQTT-3.6.1-1] and a packet id: what decode() finds
+                t = first >> 4
+                pkt.type = t
+                pkt.first = first
+                pkt.buf = b
+                pkt.pid = (b[o] << 8) | b[o + 1]
+                pkt.reason = 0
+                if pkt.props.nids:
+                    pkt.props.clear()
+            else:
+                t = _ctl.decode(pkt, first, b, o, o + f.rl, self.version)
             self.last_rx = self.clock()
             self.ping_out = False
             if t == PUBLISH:

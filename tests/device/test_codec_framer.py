@@ -381,3 +381,190 @@ def test_read_from_decode_in_place():
     assert f.read_from(s)
     assert control.decode(PKT, f.first, f.buf, 0, f.rl, 5) == codec.PUBACK
     assert PKT.pid == 0x644A and PKT.reason == 0x10
+
+
+# ---- read_packet ---------------------------------------------------------------------------
+# The clients' reader: one read takes what the stream has (up to f.c bytes, or the
+# rest of a packet larger than that); the packets in it come out of the following
+# calls without reading; a packet split across reads is joined. Body at buf[off:].
+
+def _got_at(f):
+    assert f.done
+    return (f.first, f.rl, bytes(f.buf[f.off:f.off + f.rl]))
+
+
+def _take_all(f, s):
+    """read_packet until EOF; returns (packets, number of False returns)."""
+    got = []
+    falses = 0
+    while True:
+        try:
+            r = f.read_packet(s)
+        except EOFError:
+            return got, falses
+        if r:
+            got.append(_got_at(f))
+        else:
+            assert r is False
+            falses += 1
+            assert falses < 10000
+
+
+def test_read_packet_whole_stream():
+    f = codec.Framer(512)
+    s = Stream([STREAM])
+    got, falses = _take_all(f, s)
+    assert falses == 0
+    _check_decodes(got)
+    # f.c bytes at a time, or the rest of the large packet: far fewer reads
+    # than packets' header bytes
+    assert max(s.requests) <= 512 and len(s.requests) <= 6, s.requests
+
+
+def test_read_packet_many_packets_from_one_read():
+    acks = b"".join(unhex("40 02 00") + bytes((i + 1,)) for i in range(20))
+    s = Stream([acks], eof=False)
+    f = codec.Framer(256)
+    for i in range(20):
+        assert f.read_packet(s) is True
+        assert f.first == 0x40 and f.rl == 2 and f.buf[f.off + 1] == i + 1
+        assert len(s.requests) == 1  # all twenty came with the first read
+    assert f.read_packet(s) is False and not f.done
+    assert s.consumed == len(acks)
+
+
+def test_read_packet_nonblocking_chunks_same_packets():
+    f = codec.Framer(512)
+    for size in (1, 2, 3, 5, 17, 100, 127, 128, 129, 300):
+        chunks = []
+        for i in range(0, len(STREAM), size):
+            chunks.append(STREAM[i:i + size])
+            chunks.append(None)  # EAGAIN between every chunk
+        got, falses = _take_all(f, Stream(chunks))
+        _check_decodes(got)
+        f.reset()
+
+
+def test_read_packet_every_two_way_split():
+    f = codec.Framer(512)
+    data = P_SMALL + P_BIG + P_ACK + P_PING
+    want = [_split(p) for p in (P_SMALL, P_BIG, P_ACK, P_PING)]
+    for cut in range(1, len(data)):
+        f.reset()
+        got, falses = _take_all(f, Stream([data[:cut], None, data[cut:]]))
+        assert got == want, cut
+
+
+def test_read_packet_every_three_way_split_small_framer():
+    # max_packet 40: f.c is 40, so P_SMALL and the acks are small, a 40-byte
+    # PUBLISH is not (its rest is asked for on its own)
+    big = _encode(publish.encode_publish, 5, "a/b", bytes(range(32)))
+    assert len(big) == 40
+    data = P_ACK + big + P_SMALL + big + P_PING
+    want = [_split(p) for p in (P_ACK, big, P_SMALL, big, P_PING)]
+    f = codec.Framer(40)
+    assert f.c == 40
+    for a in range(1, len(data), 3):
+        for b in range(a + 1, len(data), 5):
+            f.reset()
+            got, falses = _take_all(f, Stream([data[:a], None, data[a:b], None, data[b:]]))
+            assert got == want, (a, b)
+
+
+def test_read_packet_large_packet_in_many_pieces():
+    # P_BIG is larger than f.c: after its head, its rest is asked for at
+    # once; when the network gives it in pieces, they are gathered in place.
+    f = codec.Framer(512)
+    assert len(P_BIG) > f.c
+    for step in (1, 7, 50, 100, 129):
+        chunks = []
+        data = P_ACK + P_BIG + P_SMALL + P_BIG
+        for i in range(0, len(data), step):
+            chunks.append(data[i:i + step])
+            chunks.append(None)
+        f.reset()
+        got, falses = _take_all(f, Stream(chunks))
+        assert got == [_split(p) for p in (P_ACK, P_BIG, P_SMALL, P_BIG)], step
+
+
+def test_read_packet_reads_no_further_than_a_large_packet():
+    f = codec.Framer(512)
+    s = Stream([P_BIG + P_ACK], eof=False)
+    assert f.read_packet(s) is True and _got_at(f) == EXPECTED[0]
+    assert s.requests == [f.c, len(P_BIG) - f.c]  # a chunk, then exactly the rest
+    assert s.consumed == len(P_BIG)
+    assert f.read_packet(s) is True and _got_at(f) == EXPECTED[1]
+
+
+def test_read_packet_oversize_refused_before_reading_more():
+    data = unhex("30 C8 01") + bytes(200)
+    # the fixed header arrives alone: refused with no further request
+    s = Stream([data[:3], None, data[3:]])
+    f = codec.Framer(100)
+    e = raises(codec.MQTTError, f.read_packet, s)
+    assert e.reason == 0x95 and s.consumed == 3
+    # with more behind it in the same read: nothing read after that read
+    s = Stream([data])
+    e = raises(codec.MQTTError, codec.Framer(100).read_packet, s)
+    assert e.reason == 0x95 and len(s.requests) == 1 and s.consumed <= 100
+    # exactly the maximum is accepted, one byte over is not
+    f = codec.Framer(len(P_BIG))
+    assert f.read_packet(Stream([P_BIG])) is True and _got_at(f) == EXPECTED[0]
+    e = raises(codec.MQTTError, codec.Framer(len(P_BIG) - 1).read_packet, Stream([P_BIG]))
+    assert e.reason == 0x95
+
+
+def test_read_packet_malformed_remaining_length():
+    for hx in ("30 80 80 80 80 01", "30 FF FF FF FF 7F 00"):
+        e = raises(codec.MQTTError, codec.Framer(1000).read_packet, Stream([unhex(hx)]))
+        assert e.reason == 0x81, hx
+    for hx in ("30 80 00", "30 FF 00", "40 82 00 00 0A", "C0 80 80 00"):
+        data = unhex(hx)
+        e = raises(codec.MQTTError, codec.Framer(100).read_packet, Stream([data]))
+        assert e.reason == 0x81, hx
+        # the same with the length bytes split across reads
+        s = Stream([data[:2], None, data[2:]])
+        f = codec.Framer(100)
+        assert f.read_packet(s) is False
+        e = raises(codec.MQTTError, f.read_packet, s)
+        assert e.reason == 0x81, hx
+
+
+def test_read_packet_eof():
+    raises(EOFError, codec.Framer(64).read_packet, Stream([]))
+    raises(EOFError, codec.Framer(512).read_packet, Stream([P_BIG[:2]]))
+    raises(EOFError, codec.Framer(512).read_packet, Stream([P_BIG[:50]]))
+    raises(EOFError, codec.Framer(512).read_packet, Stream([P_BIG[:150]]))
+    f = codec.Framer(512)
+    s = Stream([P_ACK + P_BIG[:1]])
+    assert f.read_packet(s) is True and _got_at(f) == EXPECTED[1]
+    raises(EOFError, f.read_packet, s)
+
+
+def test_read_packet_tiny_max_packet():
+    f = codec.Framer(4)
+    got, falses = _take_all(f, Stream([P_PING + unhex("40 02 00 07") + P_PING]))
+    assert got == [(0xD0, 0, b""), (0x40, 2, b"\x00\x07"), (0xD0, 0, b"")]
+    raises(codec.MQTTError, codec.Framer(4).read_packet, Stream([P_ACK]))
+
+
+def test_read_packet_reset_drops_buffered_bytes():
+    f = codec.Framer(512)
+    s = Stream([P_ACK + P_SMALL[:5]], eof=False)
+    assert f.read_packet(s) is True
+    assert f.read_packet(s) is False  # half of P_SMALL buffered
+    f.reset()  # a new connection
+    s = Stream([P_PING])
+    assert f.read_packet(s) is True and _got_at(f) == EXPECTED[2]
+
+
+def test_read_packet_decode_in_place():
+    f = codec.Framer(512)
+    s = Stream([P_SMALL + P_ACK])
+    assert f.read_packet(s)
+    assert control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5) == codec.PUBLISH
+    assert PKT.buf is f.buf and bytes(f.buf[PKT.topic:PKT.topic + PKT.topic_len]) == b"a/b"
+    assert PKT.payload_bytes() == b"hi"
+    assert f.read_packet(s)
+    assert control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5) == codec.PUBACK
+    assert PKT.pid == 0x644A and PKT.reason == 0x10

@@ -300,3 +300,73 @@ def test_framer_read_from_and_decode():
     assert no_alloc(_decode_framed) == codec.PINGRESP
     assert no_alloc(_read) is False  # nothing more available now
     RX_STREAM.rewind()
+
+
+# ---- Framer.read_packet ----------------------------------------------------------------------
+
+class PiecewiseStream(PreloadedStream):
+    """Like PreloadedStream, but the data becomes readable in pieces: at each
+    cut, readinto returns None once (nothing available now)."""
+
+    def __init__(self, data, cuts):
+        PreloadedStream.__init__(self, data)
+        self.cuts = bytearray(cuts)  # offsets < 256
+        self.k = 0
+        self.paused = False
+
+    def rewind(self):
+        self.pos = 0
+        self.k = 0
+        self.paused = False
+
+    def readinto(self, buf, n=-1):
+        if n < 0 or n > len(buf):
+            n = len(buf)
+        if self.k < len(self.cuts):
+            stop = self.cuts[self.k]
+            if self.pos == stop:
+                if not self.paused:
+                    self.paused = True
+                    return None
+                self.paused = False
+                self.k += 1
+                if self.k < len(self.cuts):
+                    stop = self.cuts[self.k]
+                else:
+                    stop = self.end
+            if n > stop - self.pos:
+                n = stop - self.pos
+        return PreloadedStream.readinto(self, buf, n)
+
+
+BIG_PUB, BIG_PUB_N = _build(publish.encode_publish, 5, TOPIC, bytes(range(120)), qos=1,
+                            pid=0x4321)
+# max_packet 200: chunks of 128 bytes, so BIG_PUB (more than 128) is read
+# head first, then its rest; cut in pieces it is gathered at buf[0:]
+PW_DATA = (unhex("40 02 00 01") + bytes(BIG_PUB[:BIG_PUB_N]) + unhex("40 02 00 02")
+           + bytes(RX_PUB[:RX_PUB_N]) + unhex("D0 00"))
+PW_STREAM = PiecewiseStream(PW_DATA, (2, 30, 60, 61, 140, 150))
+PW_FRAMER = codec.Framer(200)
+PW_TYPES = (codec.PUBACK, codec.PUBLISH, codec.PUBACK, codec.PUBLISH, codec.PINGRESP)
+
+
+def _pw_take():
+    """read_packet until the next packet; None when the stream ran dry."""
+    while True:
+        if PW_FRAMER.read_packet(PW_STREAM):
+            f = PW_FRAMER
+            return control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5)
+        if PW_STREAM.pos == PW_STREAM.end:
+            return None
+
+
+def test_framer_read_packet_allocates_nothing():
+    assert BIG_PUB_N > PW_FRAMER.c
+    for locked in (False, True):
+        PW_STREAM.rewind()
+        PW_FRAMER.reset()
+        for t in PW_TYPES:
+            assert (no_alloc(_pw_take) if locked else _pw_take()) == t
+            if t == codec.PUBLISH and PKT.pid == 0x4321 and PKT.data_len == 120:
+                assert bytes(PKT.buf[PKT.data:PKT.data + PKT.data_len]) == bytes(range(120))
+        assert (no_alloc(_pw_take) if locked else _pw_take()) is None
