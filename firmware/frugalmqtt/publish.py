@@ -7,9 +7,8 @@ try:
 except ImportError:
     const = lambda x: x  # CPython
 
-from .codec import (Cur, malformed, protocol_error, put_vbi, put_u16,
-                    put_raw, put_str, vbi_size, topic_len, PUBLISH, PUBACK, PUBREL,
-                    PUBCOMP)
+from .codec import (Cur, malformed, protocol_error, put_vbi, put_u16, put_raw, vbi_size,
+                    topic_len, PUBLISH, PUBACK, PUBREL, PUBCOMP)
 from . import props as _props
 
 _TOPIC_ALIAS = const(0x23)
@@ -114,22 +113,48 @@ def put_publish(buf, off, v, topic, tn, payload, plen, qos, pid, retain, dup, pr
     """Write a PUBLISH whose fields encode_publish() (or the session) already
     checked: tn, plen and pn are the topic, payload and property lengths (pn
     counts the alias property). Returns its length."""
-    rl = publish_rl(v, tn, plen, qos, pn)
-    if off + total(rl) > len(buf):
+    rl = 2 + tn + plen
+    if qos:
+        rl += 2
+    if v >= 5:
+        rl += pn + 1 if pn < 128 else vbi_size(pn) + pn  # [MQTT-2.2.2-1] Property Length always present
+    if off + (rl + 2 if rl < 128 else total(rl)) > len(buf):
         raise ValueError("buffer too small for packet")
     buf[off] = 0x30 | (8 if dup else 0) | (qos << 1) | (1 if retain else 0)
-    o = put_vbi(buf, off + 1, rl)
-    o = put_str(buf, o, topic, tn)  # [MQTT-3.3.2-1]
+    if rl < 128:
+        buf[off + 1] = rl
+        o = off + 2
+    else:
+        o = put_vbi(buf, off + 1, rl)
+    buf[o] = tn >> 8  # [MQTT-3.3.2-1]
+    buf[o + 1] = tn & 0xFF
+    o += 2
+    if tn:
+        if type(topic) is str:
+            o = put_raw(buf, o, topic, tn)
+        else:
+            buf[o:o + tn] = topic
+            o += tn
     if qos:
-        o = put_u16(buf, o, pid)
+        buf[o] = pid >> 8
+        buf[o + 1] = pid & 0xFF
+        o += 2
     if v >= 5:
-        o = put_vbi(buf, o, pn)
+        if pn < 128:
+            buf[o] = pn
+            o += 1
+        else:
+            o = put_vbi(buf, o, pn)
         if alias:
             buf[o] = _TOPIC_ALIAS
-            o = put_u16(buf, o + 1, alias)
-        o = _props.put(buf, o, props)
+            buf[o + 1] = alias >> 8
+            buf[o + 2] = alias & 0xFF
+            o += 3
+        if props:
+            o = _props.put(buf, o, props)
     if plen:
-        o = put_raw(buf, o, payload, plen)
+        buf[o:o + plen] = payload  # bytes-like (callers refuse str)
+        o += plen
     return o - off
 
 

@@ -22,12 +22,11 @@ except ImportError:  # CPython
         return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 from array import array
-from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, CONNACK, PUBLISH,
-                    PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ, PINGRESP,
-                    DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
+from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, put_vbi, CONNACK,
+                    PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ,
+                    PINGRESP, DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
                     PAYLOAD_FORMAT_INVALID)
-from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _payload_len,
-                      _publish_props_len)
+from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _publish_props_len)
 from . import control as _ctl
 from . import props as _p
 from .err import ServerError  # noqa: F401  (re-exported: frugalmqtt.session.ServerError)
@@ -51,8 +50,10 @@ SESSION_LOST = const(-3)  # server had no session: QoS 2 release lost with it
 
 _SEQ_WRAP = const(0x1FFFFFFF)  # renumber before leaving 32-bit small ints
 _NO_LIMIT = const(268435460)  # largest possible MQTT packet
+_TOPIC_ALIAS = const(0x23)  # the property id
 _PID_NOT_FOUND = const(0x92)
 _IMPL_ERROR = const(0x83)
+_NO_TOPIC = object()  # no topic checked yet (any topic is another object)
 
 
 class Message:
@@ -136,6 +137,7 @@ class Session:
         self.s_exp_off = array("H", bytes(2 * slots))  # offset of expiry value in image, 0 none
         self.s_exp = array("I", bytes(4 * slots))  # expiry interval as published (s)
         self.seq = 0
+        self.queued = False  # a slot may be _QUEUED (so _pump has work)
         self.next_pid = 1
         self.sub_pid = 0  # the one SUBSCRIBE/UNSUBSCRIBE in flight (shares the id space)
         # Inbound QoS 2: packet ids received, PUBREC sent, awaiting PUBREL
@@ -148,6 +150,13 @@ class Session:
         self.a_in_topic = bytearray(aliases_in * alias_topic_max)
         self.a_in_len = array("H", bytes(2 * aliases_in))
         self.alias_topic_max = alias_topic_max
+        # The last topic published, if immutable (bytes, str): checked once,
+        # its encoded length, and its outbound alias on this connection
+        # (0: not looked up, -1: none).
+        self.c_topic = _NO_TOPIC
+        self.c_tn = 0
+        self.c_alias = 0
+        self.c_room = 0  # the largest payload of a plain QoS 0 PUBLISH to it (no properties)
         # Callbacks
         self.on_message = None  # f(msg)
         self.on_done = None  # f(pid, reason): a QoS 1/2 flow ended (reason < 0x80: delivered)
@@ -171,6 +180,7 @@ class Session:
         self.retain_available = True
         self.server_max_packet = _NO_LIMIT
         self.a_out_max = 0  # server's Topic Alias Maximum (none unless told) [MQTT-3.2.2-18]
+        self.c_alias = 0
         i = 0
         while i < len(self.a_out):
             self.a_out[i] = None
@@ -258,6 +268,7 @@ class Session:
                 self._free(i, SESSION_LOST)
             elif st != _FREE:
                 self.s_state[i] = _QUEUED
+                self.queued = True
                 self.store[i * self.slot_size] &= 0xF7
             i += 1
 
@@ -312,25 +323,22 @@ class Session:
         n = encode_ack(self.tx, 0, self.version, ptype, pid, reason if self.version >= 5 else 0)
         self._send(self.tx, 0, n)
 
-    def _pid_free(self, pid):
-        if pid == self.sub_pid:
-            return False
-        i = 0
-        while i < self.slots:
-            if self.s_state[i] and self.s_pid[i] == pid:
-                return False
-            i += 1
-        return True
-
     def _new_pid(self):
         """A non-zero packet id not in use [MQTT-2.2.1-3] [U-2.2.1-b], wrapping at
         65535. At most slots + 1 ids are in use, so the scan is bounded."""
+        st = self.s_state
+        ids = self.s_pid
+        n = self.slots
         k = 0
-        while k <= self.slots + 1:
+        while k <= n + 1:
             pid = self.next_pid
             self.next_pid = 1 if pid == 65535 else pid + 1
-            if self._pid_free(pid):
-                return pid
+            if pid != self.sub_pid:
+                i = 0
+                while i < n and (not st[i] or ids[i] != pid):
+                    i += 1
+                if i == n:
+                    return pid
             k += 1
         return 0
 
@@ -360,6 +368,38 @@ class Session:
         acknowledged, sent as soon as the server's Receive Maximum allows, and
         resent after a reconnect; on_done(pid, reason) reports the end of its
         flow. QoS 0 needs a connection (OSError otherwise)."""
+        a = self.c_alias
+        if a > 0 and topic is self.c_topic and not qos and not props:
+            # The hot path: QoS 0 to the last topic, whose alias the server
+            # has (5.0). Empty topic and the alias property: no larger than
+            # the plain packet, which fits when the payload is within c_room.
+            if type(payload) is str:
+                raise TypeError("payload must be bytes-like, not str")
+            plen = len(payload) if payload is not None else 0
+            if plen <= self.c_room and self.connected and (not retain or self.retain_available):
+                tx = self.tx
+                rl = plen + 6
+                tx[0] = 0x31 if retain else 0x30
+                if rl < 128:
+                    tx[1] = rl
+                    o = 2
+                else:
+                    o = put_vbi(tx, 1, rl)
+                tx[o] = 0
+                tx[o + 1] = 0
+                tx[o + 2] = 3
+                tx[o + 3] = _TOPIC_ALIAS
+                tx[o + 4] = a >> 8
+                tx[o + 5] = a & 0xFF
+                if plen:
+                    tx[o + 6:o + 6 + plen] = payload
+                try:  # as _send()
+                    self.write(tx, 0, o + rl)
+                except OSError:
+                    self.lost()
+                    return 0
+                self.last_tx = self.clock()
+                return 0
         if qos < 0 or qos > 2:
             raise ValueError("QoS must be 0, 1 or 2")
         if qos > self.server_max_qos:
@@ -368,29 +408,43 @@ class Session:
             raise ValueError("the server has no retained messages")  # [MQTT-3.2.2-14]
         if props:
             self._check_props(props, payload)
+        # Checked once here; the packets below are written without checking
+        # again. An immutable topic is checked once while it stays the last one.
+        if topic is not self.c_topic:
+            self._topic(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+        tn = self.c_tn
+        if type(payload) is str:
+            raise TypeError("payload must be bytes-like, not str")
+        plen = len(payload) if payload is not None else 0
         v = self.version
-        # Checked once here; the packets below are written without checking again
-        tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
-        plen = _payload_len(payload)
-        pn = _publish_props_len(v, props, 0)
-        size = total(publish_rl(v, tn, plen, qos, pn))
+        pn = _publish_props_len(v, props, 0) if props else 0
+        rl = 2 + tn + plen
+        if qos:
+            rl += 2
+        if v >= 5:
+            rl += pn + 1 if pn < 128 else publish_rl(v, 0, 0, 0, pn) - 2
+        size = rl + 2 if rl < 128 else total(rl)
         if size > self.server_max_packet:
             raise ValueError("message larger than the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
-        if qos == 0:
+        if not qos:
             if not self.connected:
                 raise OSError("not connected")
-            if size > len(self.tx):
+            tx = self.tx
+            if size > len(tx):
                 raise ValueError("message larger than tx_size")
-            self._send(self.tx, 0, self._encode_now(self.tx, topic, tn, payload, plen, 0, 0, retain,
-                                                    props, pn))
+            self._send(tx, 0, self._encode_now(tx, topic, tn, payload, plen, 0, 0, retain, props,
+                                               pn, rl))
             return 0
         if size > self.slot_size:
             raise ValueError("message larger than slot_size")
-        self._pump()  # older queued messages go first
+        if self.queued:
+            self._pump()  # older queued messages go first
+        st = self.s_state
+        n = self.slots
         i = 0
-        while i < self.slots and self.s_state[i]:
+        while i < n and st[i]:
             i += 1
-        pid = self._new_pid() if i < self.slots else 0
+        pid = self._new_pid() if i < n else 0
         ob = self.ob
         if ob and (not pid or ob.backlog):  # the outbox keeps it until a slot frees
             return ob.defer(put_publish(ob.buf, 0, v, topic, tn, payload, plen, qos, 1, retain,
@@ -398,28 +452,41 @@ class Session:
         if not pid:
             return WINDOW_FULL
         o = i * self.slot_size
-        n = put_publish(self.store, o, v, topic, tn, payload, plen, qos, pid, retain, False, props,
+        k = put_publish(self.store, o, v, topic, tn, payload, plen, qos, pid, retain, False, props,
                         pn, 0)
-        self.s_len[i] = n
+        self.s_len[i] = k
         self.s_pid[i] = pid
         self.s_qos[i] = qos
-        self.s_state[i] = _QUEUED
+        st[i] = _QUEUED
         self.s_t0[i] = self.clock()
         self.s_exp_off[i] = 0
         if props and v >= 5:
             self._note_expiry(i, props)
         if ob and not ob.put(i):  # recorded before it is sent
-            self.s_state[i] = _FREE
+            st[i] = _FREE
             return OUTBOX_FULL
-        self._number(i)
+        if self.seq < _SEQ_WRAP:
+            self.seq += 1
+            self.s_seq[i] = self.seq
+        else:
+            self._number(i)
         if self.connected and self.quota > 0:
             if self.a_out_max and size <= len(self.tx):
                 self._send(self.tx, 0, self._encode_now(self.tx, topic, tn, payload, plen, qos, pid,
-                                                        retain, props, pn))
+                                                        retain, props, pn, rl))
             else:
-                self._send(self.store, o, n)
+                self._send(self.store, o, k)
             self._sent(i)
+        else:
+            self.queued = True
         return pid
+
+    def _topic(self, topic):
+        """Check a topic name for publishing; remember its length, and the
+        topic itself when it cannot change (bytes, str)."""
+        self.c_tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+        self.c_topic = topic if type(topic) is bytes or type(topic) is str else _NO_TOPIC
+        self.c_alias = 0
 
     def _check_props(self, props, payload):
         for p in props:
@@ -433,38 +500,65 @@ class Session:
                 except MQTTError:
                     raise ValueError("payload format says UTF-8 but the payload is not")
 
-    def _encode_now(self, buf, topic, tn, payload, plen, qos, pid, retain, props, pn):
-        """Encode a PUBLISH going out now, with a topic alias when the server
-        allows them (never above its maximum [MQTT-3.3.2-9], never 0
-        [MQTT-3.3.2-8]): the first publish of a topic carries it and a new
-        alias, later ones the empty topic and the alias. Aliases go to the first
-        topics published on a connection and stay theirs until it ends; only
-        immutable topics (bytes, str) get one."""
-        alias = 0
+    def _encode_now(self, buf, topic, tn, payload, plen, qos, pid, retain, props, pn, rl):
+        """Encode a PUBLISH going out now (rl: its remaining length with the
+        plain topic), with a topic alias when the server allows them (never
+        above its maximum [MQTT-3.2.2-9], never 0 [MQTT-3.3.2-8]): the first
+        publish of a topic carries it and a new alias, later ones the empty
+        topic and the alias. Aliases go to the first topics published on a
+        connection and stay theirs until it ends; only immutable topics
+        (bytes, str) get one."""
         v = self.version
-        if self.a_out_max and (type(topic) is bytes or type(topic) is str):
+        if self.a_out_max and topic is self.c_topic:
             # The alias property adds 3 bytes (more than a short topic saves):
             # use it only if the packet still fits the server's Maximum Packet
             # Size [MQTT-3.2.2-15] and the buffer; else send the plain topic.
             lim = self.server_max_packet
             if len(buf) < lim:
                 lim = len(buf)
-            i = 0
-            while i < self.a_out_max:
-                t = self.a_out[i]
-                if t is None:
-                    if total(publish_rl(v, tn, plen, qos, pn + 3)) <= lim:
-                        self.a_out[i] = topic
-                        alias = i + 1
-                    break
-                if t is topic or t == topic:
-                    if total(publish_rl(v, 0, plen, qos, pn + 3)) <= lim:
-                        return put_publish(buf, 0, v, b"", 0, payload, plen, qos, pid, retain,
-                                           False, props, pn + 3, i + 1)
-                    break
-                i += 1
-        return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid, retain, False, props,
-                           pn + 3 if alias else pn, alias)
+            a = self.c_alias
+            if a == 0:  # look the topic up once per connection
+                a = -1
+                i = 0
+                while i < self.a_out_max:
+                    t = self.a_out[i]
+                    if t is None:
+                        if total(publish_rl(v, tn, plen, qos, pn + 3)) <= lim:
+                            self.a_out[i] = topic
+                            self._alias(i + 1, tn)
+                            return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid,
+                                               retain, False, props, pn + 3, i + 1)
+                        a = 0  # too large now: try again next time
+                        break
+                    if t is topic or t == topic:
+                        a = i + 1
+                        break
+                    i += 1
+                self._alias(a, tn)
+            if a > 0:
+                if pn < 125:  # same property length size: 3 bytes more, no topic
+                    arl = rl - tn + 3
+                else:
+                    arl = publish_rl(v, 0, plen, qos, pn + 3)
+                if (arl + 2 if arl < 128 else total(arl)) <= lim:
+                    return put_publish(buf, 0, v, b"", 0, payload, plen, qos, pid, retain, False,
+                                       props, pn + 3, a)
+        return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid, retain, False, props, pn,
+                           0)
+
+    def _alias(self, a, tn):
+        """The last topic's alias is a (-1: none), and the largest payload of
+        a plain QoS 0 PUBLISH to it, no properties, that fits the server's
+        Maximum Packet Size and tx (-1: its topic is too short to save bytes
+        by the alias, see publish())."""
+        self.c_alias = a
+        lim = self.server_max_packet
+        if len(self.tx) < lim:
+            lim = len(self.tx)
+        p = lim - tn - 5 if tn > 2 else -1
+        while p >= 0 and total(tn + p + 3) > lim:
+            p -= 1
+        self.c_room = p
 
     def _note_expiry(self, i, props):
         """Remember where the stored image holds its Message Expiry Interval."""
@@ -504,6 +598,7 @@ class Session:
     def _number(self, i):
         """Give slot i the next sequence number (publish order). Renumber
         before the counter leaves the small-int range of 32-bit ports."""
+        self.queued = True  # (the outbox loads stored messages as _QUEUED)
         if self.seq >= _SEQ_WRAP:
             self.s_state[i] = _FREE  # not numbered yet
             n = 0
@@ -549,6 +644,7 @@ class Session:
         while self.connected and self.quota > 0:
             i = self._next(-1, _QUEUED, _QUEUED)
             if i < 0:
+                self.queued = False
                 return
             if self._expire(i):
                 continue
@@ -757,7 +853,8 @@ class Session:
         self._free(i, reason)
         if self.quota < self.server_receive_max:
             self.quota += 1
-        self._pump()
+        if self.queued:
+            self._pump()
 
     def _ack_done(self, state):
         pkt = self.pkt

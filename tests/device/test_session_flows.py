@@ -568,6 +568,113 @@ def test_MQTT_3_3_2_7_outbound_aliases_forgotten_on_new_connection():
     assert r.take() == [pub(5, b"a/b", b"3")]
 
 
+def test_publish_qos0_known_alias_bytes():
+    # Once the server has a topic's alias, a QoS 0 PUBLISH without properties
+    # takes the session's short path: the same bytes as the encoder writes.
+    r = Rig(5, tx_size=512)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    t = b"s/temp"
+    r.s.publish(t, b"first", 0)
+    assert r.take() == [pub(5, t, b"first", alias=1)]
+    for payload in (b"", None, b"x", bytes(121), bytes(122), bytes(300), bytearray(b"ba"),
+                    memoryview(b"mv")):
+        for retain in (False, True):
+            assert r.s.publish(t, payload, 0, retain) == 0
+            want = pub(5, b"", payload if payload is not None else b"", 0, retain=retain,
+                       alias=1)
+            assert r.take() == [want], (len(payload or b""), retain)
+    # a str payload is refused on this path as on the others
+    raises(TypeError, r.s.publish, t, "text", 0)
+    assert r.take() == []
+
+
+def test_publish_qos0_known_alias_limits_are_the_plain_packets():
+    # The Maximum Packet Size and tx_size bound the plain packet (as when the
+    # server has no alias for the topic), even where the aliased one is smaller.
+    t = b"sensors/t"  # plain: 14 + payload bytes, aliased: 8 + payload bytes
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4), (PR.MAXIMUM_PACKET_SIZE, 40)])
+    r.s.publish(t, b"", 0)  # the topic and its new alias: 17 bytes
+    r.s.publish(t, bytes(26), 0)
+    assert r.take() == [pub(5, t, b"", alias=1), pub(5, b"", bytes(26), alias=1)]
+    raises(ValueError, r.s.publish, t, bytes(27), 0)
+    r = Rig(5, tx_size=32)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    r.s.publish(t, b"", 0)
+    r.s.publish(t, bytes(18), 0)
+    assert r.take() == [pub(5, t, b"", alias=1), pub(5, b"", bytes(18), alias=1)]
+    raises(ValueError, r.s.publish, t, bytes(19), 0)
+    assert r.take() == []
+    # a server without retained messages: refused on this path too [MQTT-3.2.2-14]
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4), (PR.RETAIN_AVAILABLE, 0)])
+    r.s.publish(t, b"a", 0)
+    raises(ValueError, r.s.publish, t, b"b", 0, True)
+    assert r.take() == [pub(5, t, b"a", alias=1)]
+
+
+def test_publish_topic_checked_again_when_it_can_change():
+    # An immutable topic (bytes, str) is checked once while it stays the last
+    # one published; a bytearray or memoryview topic every time.
+    for v in BOTH:
+        r = Rig(v)
+        r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)] if v == 5 else None)
+        t = bytearray(b"a/b")
+        r.s.publish(t, b"1", 0)
+        t[2] = 0x23  # "a/#"
+        raises(ValueError, r.s.publish, t, b"2", 0)  # [MQTT-3.3.2-2]
+        raises(ValueError, r.s.publish, memoryview(t), b"2", 1)
+        t[2] = 0x63  # "a/c"
+        r.s.publish(t, b"3", 0)
+        bad = b"x/+"
+        raises(ValueError, r.s.publish, bad, b"4", 0)
+        raises(ValueError, r.s.publish, bad, b"4", 0)  # still refused
+        raises(ValueError, r.s.publish, b"", b"5", 0)  # [MQTT-4.7.3-1]
+        r.s.publish(b"a/b", b"6", 0)
+        r.s.publish(b"a/b", b"7", 0)
+        got = r.take()
+        if v == 5:  # mutable topics get no alias
+            assert got == [pub(5, b"a/b", b"1"), pub(5, b"a/c", b"3"),
+                           pub(5, b"a/b", b"6", alias=1), pub(5, b"", b"7", alias=1)], hl(got)
+        else:
+            assert got == [pub(4, b"a/b", b"1"), pub(4, b"a/c", b"3"), pub(4, b"a/b", b"6"),
+                           pub(4, b"a/b", b"7")], hl(got)
+
+
+def test_publish_qos0_known_alias_between_other_packets():
+    # Acks, pings, other topics and QoS 1 go out from the same buffer in
+    # between: every packet still carries its own bytes.
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)], keepalive=10)
+    t = b"s/one"
+    r.s.publish(t, b"0", 0)
+    r.s.publish(t, b"1", 0)
+    r.feed(pub(5, b"in", b"x", 1, 7))  # PUBACK from tx
+    r.s.publish(t, b"2", 0)
+    r.t += 10000
+    r.s.tick()  # PINGREQ from tx
+    r.s.publish(t, b"3", 0)
+    pid = r.s.publish(t, b"4", 1)
+    r.s.publish(b"s/two", b"5", 0)
+    r.s.publish(t, b"6", 0)
+    r.s.publish(t, b"7", 0)
+    got = r.take()
+    assert got == [pub(5, t, b"0", alias=1), pub(5, b"", b"1", alias=1), unhex("40 02 00 07"),
+                   pub(5, b"", b"2", alias=1), unhex("C0 00"), pub(5, b"", b"3", alias=1),
+                   pub(5, b"", b"4", 1, pid, alias=1), pub(5, b"s/two", b"5", alias=2),
+                   pub(5, b"", b"6", alias=1), pub(5, b"", b"7", alias=1)], hl(got)
+
+
+def test_publish_qos0_known_alias_write_fails():
+    r = Rig(5)
+    r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
+    r.s.publish(b"a/b", b"1", 0)
+    r.fail_writes = True
+    assert r.s.publish(b"a/b", b"2", 0) == 0  # the link is gone: the connection ends
+    assert not r.s.connected and not r.s.link
+    raises(OSError, r.s.publish, b"a/b", b"3", 0)  # QoS 0 needs a connection
+
+
 # ---- Topic aliases, inbound ---------------------------------------------------------------
 
 def test_MQTT_3_3_2_10_inbound_aliases_accepted_up_to_our_maximum():
@@ -865,6 +972,24 @@ def test_no_alloc_publish_qos012_with_props_and_alias_and_acks():
     assert _NA_CAP.packets() == [rel(p2)]
     assert list(_NA_DONE[:_NA_DN[0]]) == [p1, 0, p2, 0]
     assert _NA_S.pending() == 0 and _NA_S.quota == 20
+
+
+def _na_publish_q0():
+    s = _NA_S
+    _NA_PIDS[0] = s.publish(_NA_T1, _NA_PAY, 0)
+    _NA_PIDS[1] = s.publish(_NA_T1, _NA_PAY, 0, True)
+    _NA_PIDS[2] = s.publish(_NA_T1, None, 0)
+
+
+def test_no_alloc_publish_qos0_known_alias():
+    _na_connect()
+    _NA_S.publish(_NA_T1, _NA_PAY, 0)  # announces alias 1
+    _NA_CAP.clear()
+    no_alloc(_na_publish_q0)
+    assert list(_NA_PIDS) == [0, 0, 0]
+    assert _NA_CAP.packets() == [pub(5, b"", _NA_PAY, 0, alias=1),
+                                 pub(5, b"", _NA_PAY, 0, retain=True, alias=1),
+                                 pub(5, b"", b"", 0, alias=1)]
 
 
 def _na_inbound():
