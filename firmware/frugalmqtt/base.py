@@ -91,6 +91,9 @@ class ClientBase:
         With clean=True a reconnect starts a new session: unacknowledged
         QoS 1/2 messages are then sent again as new messages (none is lost)."""
         self.sock = Transport(self.server, self.port, self.ssl, self.timeout_ms)
+        # The session writes to the transport itself, one call less per
+        # packet, unless a subclass watches what goes out through _write.
+        self.s.write = self.sock.write if type(self)._write is ClientBase._write else self._write
         try:
             self.s.connect(self.keepalive, self.clean, self.connect_props, self.will, self.user,
                            self.password, self.session_expiry)

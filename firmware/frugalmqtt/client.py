@@ -133,21 +133,25 @@ class MQTTClient(ClientBase):
         returns WINDOW_FULL if none came. With an outbox: STORED when the
         message waits in its file for a slot, OUTBOX_FULL (after the same
         wait) when the file has no room."""
-        if qos == 0 and not self.s.connected:
+        s = self.s
+        if not qos and not s.connected:
             self.ensure_connected()
+        pid = s.publish(topic, payload, qos, retain, props)
+        if pid >= 0 and s.link:
+            return pid  # sent or stored: the usual case
         start = ticks_ms()
         while True:
-            pid = self.s.publish(topic, payload, qos, retain, props)
             if pid < 0 and self.in_callback:
                 return pid  # polling here would reuse the packet being handled
             if pid != WINDOW_FULL and pid != OUTBOX_FULL:
-                if not self.s.link and self.reconnect and not self.s.ob:
+                if not s.link and self.reconnect and not s.ob:
                     self.close()
                     self.ensure_connected()
                 return pid
             if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
                 return pid
             self.poll(100)
+            pid = s.publish(topic, payload, qos, retain, props)
 
     def flush(self, timeout_ms=-1):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""

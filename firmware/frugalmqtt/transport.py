@@ -50,8 +50,30 @@ class Transport:
 
     def write(self, buf, off, n):
         """Write all of buf[off:off+n] or raise OSError."""
+        try:  # the whole packet at once, as almost always
+            if _MP:
+                k = self.sock.write(buf, off, n)
+            else:
+                k = self.sock.send(memoryview(buf)[off:off + n])
+        except OSError as e:
+            if not _would_block(e):
+                raise
+            k = None
+        if k != n:
+            self._rest(buf, off, n, k)
+
+    def _rest(self, buf, off, n, k):
+        """The rest of a packet the socket took k bytes of (None: none, busy)."""
         end = off + n
-        while off < end:
+        while True:
+            if k is None:
+                self._wait(self.wpoller, 5000, "write timed out")
+            elif k == 0:
+                raise OSError("connection closed")
+            else:
+                off += k
+                if off >= end:
+                    return
             try:
                 if _MP:
                     k = self.sock.write(buf, off, end - off)
@@ -61,12 +83,6 @@ class Transport:
                 if not _would_block(e):
                     raise
                 k = None
-            if k is None:
-                self._wait(self.wpoller, 5000, "write timed out")
-                continue
-            if k == 0:
-                raise OSError("connection closed")
-            off += k
 
     def wait_readable(self, timeout_ms):
         """Block up to timeout_ms (-1: forever) for data; True if readable."""
