@@ -22,10 +22,10 @@ except ImportError:  # CPython
         return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 from array import array
-from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, put_vbi, CONNACK,
-                    PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK, PINGREQ,
-                    PINGRESP, DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED, TOPIC_ALIAS_INVALID,
-                    PAYLOAD_FORMAT_INVALID)
+from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, put_vbi, put_raw,
+                    CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK,
+                    PINGREQ, PINGRESP, DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED,
+                    TOPIC_ALIAS_INVALID, PAYLOAD_FORMAT_INVALID)
 from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _publish_props_len)
 from . import control as _ctl
 from . import props as _p
@@ -152,11 +152,12 @@ class Session:
         self.alias_topic_max = alias_topic_max
         # The last topic published, if immutable (bytes, str): checked once,
         # its encoded length, and its outbound alias on this connection
-        # (0: not looked up, -1: none).
+        # (0: not looked up yet, -1: none, the plain topic).
         self.c_topic = _NO_TOPIC
         self.c_tn = 0
         self.c_alias = 0
-        self.c_room = 0  # the largest payload of a plain QoS 0 PUBLISH to it (no properties)
+        self.c_room = 0  # publish()'s hot path: the largest payload it takes
+        self.c_rl = 0  # ... and its packets' remaining length without the payload
         # Callbacks
         self.on_message = None  # f(msg)
         self.on_done = None  # f(pid, reason): a QoS 1/2 flow ended (reason < 0x80: delivered)
@@ -369,32 +370,43 @@ class Session:
         resent after a reconnect; on_done(pid, reason) reports the end of its
         flow. QoS 0 needs a connection (OSError otherwise)."""
         a = self.c_alias
-        if a > 0 and topic is self.c_topic and not qos and not props:
-            # The hot path: QoS 0 to the last topic, whose alias the server
-            # has (5.0). Empty topic and the alias property: no larger than
-            # the plain packet, which fits when the payload is within c_room.
+        if a and topic is self.c_topic and not qos and not props:
+            # The hot path: QoS 0, no properties, to the last topic, already
+            # sent on this connection. A payload within c_room fits as the
+            # plain packet did (see _encode_now); the checks left are what
+            # can change from call to call.
             if type(payload) is str:
                 raise TypeError("payload must be bytes-like, not str")
             plen = len(payload) if payload is not None else 0
             if plen <= self.c_room and self.connected and (not retain or self.retain_available):
                 tx = self.tx
-                rl = plen + 6
+                rl = self.c_rl + plen
                 tx[0] = 0x31 if retain else 0x30
                 if rl < 128:
                     tx[1] = rl
                     o = 2
                 else:
                     o = put_vbi(tx, 1, rl)
-                tx[o] = 0
-                tx[o + 1] = 0
-                tx[o + 2] = 3
-                tx[o + 3] = _TOPIC_ALIAS
-                tx[o + 4] = a >> 8
-                tx[o + 5] = a & 0xFF
+                if a > 0:  # the server has its alias (5.0): no topic, the alias property
+                    tx[o] = 0
+                    tx[o + 1] = 0
+                    tx[o + 2] = 3
+                    tx[o + 3] = _TOPIC_ALIAS
+                    tx[o + 4] = a >> 8
+                    tx[o + 5] = a & 0xFF
+                    o += 6
+                else:
+                    tn = self.c_tn
+                    tx[o] = tn >> 8
+                    tx[o + 1] = tn & 0xFF
+                    o = put_raw(tx, o + 2, topic, tn)
+                    if self.version >= 5:
+                        tx[o] = 0  # no properties
+                        o += 1
                 if plen:
-                    tx[o + 6:o + 6 + plen] = payload
+                    tx[o:o + plen] = payload
                 try:  # as _send()
-                    self.write(tx, 0, o + rl)
+                    self.write(tx, 0, o + plen)
                 except OSError:
                     self.lost()
                     return 0
@@ -411,7 +423,9 @@ class Session:
         # Checked once here; the packets below are written without checking
         # again. An immutable topic is checked once while it stays the last one.
         if topic is not self.c_topic:
-            self._topic(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+            self.c_tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
+            self.c_topic = topic if type(topic) is bytes or type(topic) is str else _NO_TOPIC
+            self.c_alias = 0
         tn = self.c_tn
         if type(payload) is str:
             raise TypeError("payload must be bytes-like, not str")
@@ -481,13 +495,6 @@ class Session:
             self.queued = True
         return pid
 
-    def _topic(self, topic):
-        """Check a topic name for publishing; remember its length, and the
-        topic itself when it cannot change (bytes, str)."""
-        self.c_tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
-        self.c_topic = topic if type(topic) is bytes or type(topic) is str else _NO_TOPIC
-        self.c_alias = 0
-
     def _check_props(self, props, payload):
         for p in props:
             if p[0] == _p.SUBSCRIPTION_ID:
@@ -509,32 +516,44 @@ class Session:
         connection and stay theirs until it ends; only immutable topics
         (bytes, str) get one."""
         v = self.version
-        if self.a_out_max and topic is self.c_topic:
-            # The alias property adds 3 bytes (more than a short topic saves):
-            # use it only if the packet still fits the server's Maximum Packet
-            # Size [MQTT-3.2.2-15] and the buffer; else send the plain topic.
+        if topic is self.c_topic:
             lim = self.server_max_packet
             if len(buf) < lim:
                 lim = len(buf)
             a = self.c_alias
             if a == 0:  # look the topic up once per connection
-                a = -1
+                # The alias property adds 3 bytes (more than a short topic
+                # saves): use it only if the packet still fits the server's
+                # Maximum Packet Size [MQTT-3.2.2-15] and the buffer; else
+                # send the plain topic.
+                n = self.a_out_max
+                t = 0
                 i = 0
-                while i < self.a_out_max:
+                while i < n:
                     t = self.a_out[i]
-                    if t is None:
-                        if total(publish_rl(v, tn, plen, qos, pn + 3)) <= lim:
-                            self.a_out[i] = topic
-                            self._alias(i + 1, tn)
-                            return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid,
-                                               retain, False, props, pn + 3, i + 1)
-                        a = 0  # too large now: try again next time
-                        break
-                    if t is topic or t == topic:
-                        a = i + 1
+                    if t is None or t is topic or t == topic:
                         break
                     i += 1
-                self._alias(a, tn)
+                a = i + 1 if i < n else -1
+                if a > 0 and t is None:  # a free alias: the topic and the alias go now
+                    if total(publish_rl(v, tn, plen, qos, pn + 3)) > lim:
+                        a = 0  # too large now: try again next time
+                    else:
+                        self.a_out[i] = topic
+                self.c_alias = a
+                # For publish()'s hot path: the largest payload whose plain
+                # QoS 0 PUBLISH to the topic (no properties) fits lim; its
+                # aliased form is no larger when the topic has 3 bytes or
+                # more (else the hot path is not taken).
+                k = 2 + tn + (1 if v >= 5 else 0)
+                p = lim - k - 2 if a < 0 or tn > 2 else -1
+                while p >= 0 and total(k + p) > lim:
+                    p -= 1
+                self.c_room = p
+                self.c_rl = 6 if a > 0 else k
+                if a > 0 and t is None:
+                    return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid, retain,
+                                       False, props, pn + 3, a)
             if a > 0:
                 if pn < 125:  # same property length size: 3 bytes more, no topic
                     arl = rl - tn + 3
@@ -545,20 +564,6 @@ class Session:
                                        props, pn + 3, a)
         return put_publish(buf, 0, v, topic, tn, payload, plen, qos, pid, retain, False, props, pn,
                            0)
-
-    def _alias(self, a, tn):
-        """The last topic's alias is a (-1: none), and the largest payload of
-        a plain QoS 0 PUBLISH to it, no properties, that fits the server's
-        Maximum Packet Size and tx (-1: its topic is too short to save bytes
-        by the alias, see publish())."""
-        self.c_alias = a
-        lim = self.server_max_packet
-        if len(self.tx) < lim:
-            lim = len(self.tx)
-        p = lim - tn - 5 if tn > 2 else -1
-        while p >= 0 and total(tn + p + 3) > lim:
-            p -= 1
-        self.c_room = p
 
     def _note_expiry(self, i, props):
         """Remember where the stored image holds its Message Expiry Interval."""

@@ -588,6 +588,32 @@ def test_publish_qos0_known_alias_bytes():
     assert r.take() == []
 
 
+def test_publish_qos0_repeated_topic_bytes():
+    # The same short path sends the plain topic when there is no alias for
+    # it: 3.1.1, a 5.0 server without aliases, a full alias table, a topic
+    # too short for an alias to save bytes; str topics too.
+    cases = [(4, None, b"s/temp"), (4, None, "s/t\u00e9mp"), (5, None, b"s/temp"),
+             (5, [(PR.TOPIC_ALIAS_MAXIMUM, 4)], b"ab"),
+             (5, [(PR.TOPIC_ALIAS_MAXIMUM, 1)], "s/t\u00e9mp")]
+    for v, props, t in cases:
+        r = Rig(v, tx_size=512)
+        r.up(props=props)
+        if props and props[0][1] == 1:
+            r.s.publish(b"other", b"", 0)  # takes the only alias
+            r.take()
+        alias = 1 if props and t == b"ab" else 0
+        first = True
+        for payload in (b"first", b"", None, bytes(100), bytes(130), bytearray(b"ba")):
+            for retain in (False, True):
+                assert r.s.publish(t, payload, 0, retain) == 0
+                want = pub(v, t if first or not alias else b"",
+                           payload if payload is not None else b"", 0, retain=retain,
+                           alias=alias)
+                got = r.take()
+                assert got == [want], (v, t, hl(got), h(want))
+                first = False
+
+
 def test_publish_qos0_known_alias_limits_are_the_plain_packets():
     # The Maximum Packet Size and tx_size bound the plain packet (as when the
     # server has no alias for the topic), even where the aliased one is smaller.
@@ -611,6 +637,26 @@ def test_publish_qos0_known_alias_limits_are_the_plain_packets():
     r.s.publish(t, b"a", 0)
     raises(ValueError, r.s.publish, t, b"b", 0, True)
     assert r.take() == [pub(5, t, b"a", alias=1)]
+
+
+def test_publish_qos0_repeated_topic_limits():
+    for v in BOTH:
+        t = b"sensors/t"  # 3.1.1: 13 + payload bytes, 5.0: 14
+        head = 13 if v == 4 else 14
+        r = Rig(v, tx_size=40)
+        r.up()
+        r.s.publish(t, b"", 0)
+        r.s.publish(t, bytes(40 - head), 0)
+        assert r.take() == [pub(v, t, b""), pub(v, t, bytes(40 - head))]
+        e = raises(ValueError, r.s.publish, t, bytes(41 - head), 0)
+        assert "tx_size" in str(e)
+        assert r.take() == []
+    r = Rig(5)
+    r.up(props=[(PR.MAXIMUM_PACKET_SIZE, 30)])
+    r.s.publish(b"a/b", b"", 0)
+    r.s.publish(b"a/b", bytes(22), 0)
+    raises(ValueError, r.s.publish, b"a/b", bytes(23), 0)  # [MQTT-3.2.2-15]
+    assert r.take() == [pub(5, b"a/b", b""), pub(5, b"a/b", bytes(22))]
 
 
 def test_publish_topic_checked_again_when_it_can_change():
@@ -990,6 +1036,31 @@ def test_no_alloc_publish_qos0_known_alias():
     assert _NA_CAP.packets() == [pub(5, b"", _NA_PAY, 0, alias=1),
                                  pub(5, b"", _NA_PAY, 0, retain=True, alias=1),
                                  pub(5, b"", b"", 0, alias=1)]
+
+
+_NA4_CAP = _Capture(1024, 16)
+_NA4_S = S.Session("noalloc4", _NA4_CAP.write, 4, clock=_na_clock)
+
+
+def _na4_publish():
+    s = _NA4_S
+    s.publish(_NA_T1, _NA_PAY, 0)
+    s.publish(_NA_T1, _NA_PAY, 0, True)
+    s.publish(_NA_T1, None, 0)
+
+
+def test_no_alloc_publish_qos0_repeated_topic_v4():
+    s = _NA4_S
+    s.connect(60, True)
+    f = s.framer
+    f.feed(connack(4), 0, 4)
+    s.receive()
+    assert s.connected
+    s.publish(_NA_T1, _NA_PAY, 0)
+    _NA4_CAP.clear()
+    no_alloc(_na4_publish)
+    assert _NA4_CAP.packets() == [pub(4, _NA_T1, _NA_PAY), pub(4, _NA_T1, _NA_PAY, retain=True),
+                                  pub(4, _NA_T1, b"")]
 
 
 def _na_inbound():
