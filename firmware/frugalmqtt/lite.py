@@ -384,20 +384,19 @@ class Publisher:
             raise OSError(errno.ENOTCONN)
         got = False
         while True:
-            ka = self.ka_ms
             t = timeout_ms
+            ka = self.ka_ms
             if ka:
-                now = ticks_ms()
-                if self.ping_out:
-                    if ticks_diff(now, self.ping_t) >= ka:
+                w = ka - ticks_diff(ticks_ms(), self.ping_t if self.ping_out else self.last_tx)
+                if w <= 0:
+                    if self.ping_out:
                         self.close()
                         raise OSError(errno.ETIMEDOUT)  # no PINGRESP: a half-open link
-                elif ticks_diff(now, self.last_tx) >= ka:
                     self._ack(0xC0, 0)  # PINGREQ
                     self.ping_out = True
-                    self.ping_t = now
-                w = ka - ticks_diff(now, self.ping_t if self.ping_out else self.last_tx)
-                if timeout_ms < 0 or w < timeout_ms:
+                    self.ping_t = self.last_tx
+                    w = ka
+                if t < 0 or w < t:
                     t = w
             if not self._wait(t):
                 if t == timeout_ms:
