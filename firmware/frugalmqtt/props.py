@@ -9,11 +9,10 @@ from array import array
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
-from .codec import (MQTTError, malformed, protocol_error, TOPIC_ALIAS_INVALID,
-                    str_len, put_str, put_u16, put_u32, put_vbi, vbi_size,
-                    has_wildcard, bin_len)
+from .codec import (MQTTError, malformed, protocol_error, str_len, put_str, put_u16, put_u32,
+                    put_vbi, vbi_size, has_wildcard, bin_len)
 
 # Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)
@@ -45,6 +44,7 @@ SUB_ID_AVAILABLE = const(0x29)
 SHARED_SUB_AVAILABLE = const(0x2A)
 
 _NIDS = const(0x2B)
+_TOPIC_ALIAS_INVALID = const(0x94)  # reason code
 
 # Value types; the *_NZ types must not be 0 and _BOOL only 0 or 1.
 _BYTE = const(1)
@@ -87,22 +87,10 @@ _WHERE = (
 )
 
 
-def _check(pid, where):
-    if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
-        raise ValueError("unknown property id")
-    if not _WHERE[pid] & (1 << where):
-        raise ValueError("property not allowed in this packet")  # [U-2.2.2-a]
-
-
-def _multi(pid, where):
-    # Subscription Identifier repeats only in PUBLISH (one per matching
-    # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
-    return pid == USER_PROPERTY or (pid == SUBSCRIPTION_ID and where == 3)
-
-
 def size(props, where):
     """Encoded length of a property sequence, not counting its length prefix.
-    Validates ids, value types, duplicates and values (user errors: ValueError)."""
+    Validates ids, value types, duplicates and values (user errors:
+    ValueError("bad property"), the spec id comment tells which check)."""
     if not props:
         return 0
     n = 0
@@ -110,37 +98,42 @@ def size(props, where):
     for p in props:
         pid = p[0]
         v = p[1]
-        _check(pid, where)
-        if not _multi(pid, where):
+        if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
+            raise ValueError("bad property")  # unknown id
+        if not _WHERE[pid] & (1 << where):
+            raise ValueError("bad property")  # [U-2.2.2-a] not allowed in this packet
+        # Subscription Identifier repeats only in PUBLISH (one per matching
+        # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
+        if pid != USER_PROPERTY and (pid != SUBSCRIPTION_ID or where != 3):
             j = 0
             while j < i:
                 if props[j][0] == pid:
-                    raise ValueError("property given twice")  # [U-3.3.2-c]
+                    raise ValueError("bad property")  # [U-3.3.2-c] given twice
                 j += 1
         t = _TYPE[pid]
         if t <= _BOOL:
             if not 0 <= v <= (1 if t == _BOOL else 255):
-                raise ValueError("byte property out of range")
+                raise ValueError("bad property")  # out of range
             n += 2
         elif t <= _U16_NZ:
             if not (1 if t == _U16_NZ or pid == TOPIC_ALIAS else 0) <= v <= 0xFFFF:
-                raise ValueError("two-byte property out of range")  # [MQTT-3.3.2-8] alias 0
+                raise ValueError("bad property")  # [MQTT-3.3.2-8] alias 0
             n += 3
         elif t <= _U32_NZ:
             if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
-                raise ValueError("four-byte property out of range")
+                raise ValueError("bad property")
             n += 5
         elif t == _VBI_NZ:
             if v < 1:
-                raise ValueError("subscription identifier must be 1..268435455")  # [U-3.3.2-d]
+                raise ValueError("bad property")  # [U-3.3.2-d] must be 1..268435455
             n += 1 + vbi_size(v)
         elif t == _STR:
             if pid == RESPONSE_TOPIC and has_wildcard(v):
-                raise ValueError("wildcard in response topic")  # [MQTT-3.3.2-14]
+                raise ValueError("wildcard")  # [MQTT-3.3.2-14]
             n += 3 + str_len(v)
         elif t == _BIN:
             if type(v) is str:
-                raise TypeError("binary property needs bytes")
+                raise TypeError("need bytes")  # binary property
             n += 3 + bin_len(v)
         else:
             n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
@@ -293,7 +286,11 @@ class Props:
         return out
 
     def user_properties(self):
-        return [v for k, v in self.items() if k == USER_PROPERTY]
+        out = []  # a loop, not a comprehension: one function less to load
+        for p in self.items():
+            if p[0] == USER_PROPERTY:
+                out.append(p[1])
+        return out
 
 
 def _vbi_at(b, o):
@@ -326,9 +323,9 @@ def parse(props, cur, where):
     while cur.pos < end:
         pid = cur.u8()
         if pid >= _NIDS or not _TYPE[pid]:
-            raise malformed("unknown property id")  # [U-2.2.2-a]
+            raise malformed()  # [U-2.2.2-a] unknown id
         if not _WHERE[pid] & (1 << where):
-            raise malformed("property not allowed in this packet")  # [U-2.2.2-a]
+            raise malformed()  # [U-2.2.2-a] not allowed here
         o = cur.pos
         if at[pid] < 0:
             at[pid] = o
@@ -337,27 +334,27 @@ def parse(props, cur, where):
         elif pid == USER_PROPERTY:
             pass
         elif pid != SUBSCRIPTION_ID or where != 3:
-            raise protocol_error("property repeated")  # [U-3.3.2-c]
+            raise protocol_error()  # [U-3.3.2-c] repeated
         t = _TYPE[pid]
         if t <= _BOOL:
             if cur.u8() > 1 and t == _BOOL:
-                raise protocol_error("property must be 0 or 1")
+                raise protocol_error()  # must be 0 or 1
         elif t <= _U16_NZ:
             if cur.u16() == 0 and t == _U16_NZ:
-                raise protocol_error("property must not be 0")
+                raise protocol_error()  # must not be 0
             if pid == TOPIC_ALIAS and cur.buf[o] == 0 and cur.buf[o + 1] == 0:
-                raise MQTTError(TOPIC_ALIAS_INVALID, "topic alias 0")  # [MQTT-3.3.2-8]
+                raise MQTTError(_TOPIC_ALIAS_INVALID)  # [MQTT-3.3.2-8] alias 0
         elif t <= _U32_NZ:
             if cur.u32() == 0 and t == _U32_NZ:
-                raise protocol_error("property must not be 0")
+                raise protocol_error()  # must not be 0
         elif t == _VBI_NZ:
             if cur.vbi() == 0:
-                raise protocol_error("subscription identifier 0")  # [U-3.3.2-d]
+                raise protocol_error()  # [U-3.3.2-d] subscription identifier 0
             props.n_subid += 1
         elif t == _STR:
             s = cur.string()
             if pid == RESPONSE_TOPIC and _wild_at(cur.buf, s, cur.n):
-                raise protocol_error("wildcard in response topic")  # [MQTT-3.3.2-14]
+                raise protocol_error()  # [MQTT-3.3.2-14]
         elif t == _BIN:
             cur.binary()
         else:
