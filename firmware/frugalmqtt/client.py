@@ -3,17 +3,22 @@
 # helpers that wait. poll() never blocks; the helpers block with timeouts.
 
 try:
+    from micropython import const
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython
+    const = int
     from time import sleep as _sleep
     from .session import ticks_ms, ticks_diff
 
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-from .session import ServerError, WINDOW_FULL, OUTBOX_FULL
+from .session import ServerError
 from .codec import MQTTError
 from .base import ClientBase
+
+_WINDOW_FULL = const(-1)  # session.WINDOW_FULL, OUTBOX_FULL
+_OUTBOX_FULL = const(-4)
 
 
 class MQTTClient(ClientBase):
@@ -61,8 +66,9 @@ class MQTTClient(ClientBase):
         delay = self.backoff_min
         while not self.s.connected:
             try:
-                if not self.connect():
-                    self._resubscribe()
+                if not self.connect():  # no session: subscribe again
+                    for topic, opts, props in self.subscriptions:
+                        self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
                 return
             except (OSError, MQTTError, ServerError, EOFError) as e:  # EOF: closed in connect()
                 if not self.reconnect:
@@ -140,7 +146,7 @@ class MQTTClient(ClientBase):
             pid = self.s.publish(topic, payload, qos, retain, props)
             if pid < 0 and self.in_callback:
                 return pid  # polling here would reuse the packet being handled
-            if pid != WINDOW_FULL and pid != OUTBOX_FULL:
+            if pid != _WINDOW_FULL and pid != _OUTBOX_FULL:
                 if not self.s.link and self.reconnect and not self.s.ob:
                     self.close()
                     self.ensure_connected()
@@ -180,16 +186,12 @@ class MQTTClient(ClientBase):
                 del self.subscriptions[i]
                 return
 
-    def _resubscribe(self):
-        for topic, opts, props in self.subscriptions:
-            self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
-
     def _sub(self, fn, items, props, timeout_ms):
         if not self.s.connected:
             self.ensure_connected()
         while True:
             pid = fn(items, props)
-            if pid != WINDOW_FULL:
+            if pid != _WINDOW_FULL:
                 break
             self.poll(100)
         start = ticks_ms()

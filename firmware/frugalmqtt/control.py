@@ -45,7 +45,7 @@ _CONNACK_V5 = (b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x9
 def _props_len(v, props, where):
     if v < 5:
         if props:
-            raise ValueError("need MQTT 5")  # properties
+            raise ValueError("need MQTT5")  # properties
         return 0
     return _props.size(props, where)
 
@@ -179,7 +179,7 @@ def _sub_rl(v, pid, filters, props, where, with_options):
     if where == _SUBSCRIBE and v >= 5:
         for p in props or ():
             if p[0] == _SUBSCRIPTION_ID and p[1] > 268435455:
-                raise ValueError("bad property")  # subscription identifier too large
+                raise ValueError("bad props")  # subscription identifier too large
     return 2 + _pl(v, _props_len(v, props, where)) + _filters_len(v, filters, with_options)
 
 
@@ -245,7 +245,7 @@ def encode_ping(buf, off, ptype):
 def _reason_rl(v, reason, props, where, allowed):
     if v < 5:
         if reason or props:
-            raise ValueError("need MQTT 5")  # reason codes, properties
+            raise ValueError("need MQTT5")  # reason codes, properties
         return 0
     if reason not in allowed:
         raise ValueError("bad reason")

@@ -90,7 +90,7 @@ _WHERE = (
 def size(props, where):
     """Encoded length of a property sequence, not counting its length prefix.
     Validates ids, value types, duplicates and values (user errors:
-    ValueError("bad property"), the spec id comment tells which check)."""
+    ValueError("bad props"), the spec id comment tells which check)."""
     if not props:
         return 0
     n = 0
@@ -99,33 +99,33 @@ def size(props, where):
         pid = p[0]
         v = p[1]
         if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
-            raise ValueError("bad property")  # unknown id
+            raise ValueError("bad props")  # unknown id
         if not _WHERE[pid] & (1 << where):
-            raise ValueError("bad property")  # [U-2.2.2-a] not allowed in this packet
+            raise ValueError("bad props")  # [U-2.2.2-a] not allowed in this packet
         # Subscription Identifier repeats only in PUBLISH (one per matching
         # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
         if pid != USER_PROPERTY and (pid != SUBSCRIPTION_ID or where != 3):
             j = 0
             while j < i:
                 if props[j][0] == pid:
-                    raise ValueError("bad property")  # [U-3.3.2-c] given twice
+                    raise ValueError("bad props")  # [U-3.3.2-c] given twice
                 j += 1
         t = _TYPE[pid]
         if t <= _BOOL:
             if not 0 <= v <= (1 if t == _BOOL else 255):
-                raise ValueError("bad property")  # out of range
+                raise ValueError("bad props")  # out of range
             n += 2
         elif t <= _U16_NZ:
             if not (1 if t == _U16_NZ or pid == TOPIC_ALIAS else 0) <= v <= 0xFFFF:
-                raise ValueError("bad property")  # [MQTT-3.3.2-8] alias 0
+                raise ValueError("bad props")  # [MQTT-3.3.2-8] alias 0
             n += 3
         elif t <= _U32_NZ:
             if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
-                raise ValueError("bad property")
+                raise ValueError("bad props")
             n += 5
         elif t == _VBI_NZ:
             if v < 1:
-                raise ValueError("bad property")  # [U-3.3.2-d] must be 1..268435455
+                raise ValueError("bad props")  # [U-3.3.2-d] must be 1..268435455
             n += 1 + vbi_size(v)
         elif t == _STR:
             if pid == RESPONSE_TOPIC and has_wildcard(v):

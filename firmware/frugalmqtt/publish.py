@@ -67,7 +67,7 @@ def _payload_len(payload):
 def _publish_props_len(v, props, alias):
     if v < 5:
         if props or alias:
-            raise ValueError("need MQTT 5")  # properties
+            raise ValueError("need MQTT5")  # properties
         return 0
     n = _props.size(props, _PUBLISH)
     if alias:
@@ -174,7 +174,7 @@ def _ack_props_len(v, ptype, reason, props):
         raise ValueError("ack type")
     if v < 5:
         if reason or props:
-            raise ValueError("need MQTT 5")  # reason codes, properties
+            raise ValueError("need MQTT5")  # reason codes, properties
         return 0
     if reason not in (_REL_REASONS if ptype >= _PUBREL else _PUB_REASONS):
         raise ValueError("bad reason")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]

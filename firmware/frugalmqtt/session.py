@@ -259,43 +259,36 @@ class Session:
         self.connected = True
         self.session_present = pkt.sp
         if not pkt.sp:
-            self._discard_session()  # [MQTT-3.2.2-5]
+            # The server kept no session [MQTT-3.2.2-5]: our session state goes.
+            # Messages it never acknowledged are queued again as new messages
+            # (DUP=0, so nothing is lost); a QoS 2 message whose PUBREC had
+            # arrived is reported SESSION_LOST. Inbound QoS 2 state is dropped.
+            if self.ob:
+                self.ob.inbound(0, False)
+            i = 0
+            while i < self.inbound:
+                self.in_pid[i] = 0
+                i += 1
+            i = 0
+            while i < self.slots:
+                st = self.s_state[i]
+                if st == _WAIT_COMP:
+                    self._free(i, SESSION_LOST)
+                elif st != _FREE:
+                    self.s_state[i] = _QUEUED
+                    self.store[i * self.slot_size] &= 0xF7
+                i += 1
         # The send quota starts at the server's Receive Maximum [MQTT-4.9.0-1];
         # what is still in flight from the last connection counts against it.
         self.quota = self.server_receive_max - self.in_flight()
-        self._resend()
-        self._pump()
-
-    def _discard_session(self):
-        """The server kept no session [MQTT-3.2.2-5]: our session state goes.
-        Messages it never acknowledged are queued again as new messages (DUP=0,
-        so nothing is lost); a QoS 2 message whose PUBREC had arrived is
-        reported SESSION_LOST. Inbound QoS 2 state is dropped."""
-        if self.ob:
-            self.ob.inbound(0, False)
-        i = 0
-        while i < self.inbound:
-            self.in_pid[i] = 0
-            i += 1
-        i = 0
-        while i < self.slots:
-            st = self.s_state[i]
-            if st == _WAIT_COMP:
-                self._free(i, SESSION_LOST)
-            elif st != _FREE:
-                self.s_state[i] = _QUEUED
-                self.store[i * self.slot_size] &= 0xF7
-            i += 1
-
-    def _resend(self):
-        """On a resumed session resend every unacknowledged PUBREL and PUBLISH
-        with its original packet id, in the original order, PUBLISH with
-        DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times."""
+        # On a resumed session resend every unacknowledged PUBREL and PUBLISH
+        # with its original packet id, in the original order, PUBLISH with
+        # DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times.
         seq = -1
         while self.connected:
             i = self._next(seq, _WAIT_ACK, _WAIT_COMP)
             if i < 0:
-                return
+                break
             seq = self.s_seq[i]
             if self.s_state[i] == _WAIT_COMP:
                 self._send_ack(_PUBREL, self.s_pid[i])
@@ -305,6 +298,7 @@ class Session:
                 o = i * self.slot_size
                 self.store[o] |= 0x08
                 self._send(self.store, o, self.s_len[i])
+        self._pump()
 
     def disconnect(self, reason=0):
         """Send DISCONNECT; the caller then closes the socket and sends nothing
@@ -450,9 +444,9 @@ class Session:
     def _check_props(self, props, payload):
         for p in props:
             if p[0] == _SUBSCRIPTION_ID:
-                raise ValueError("bad property")  # [MQTT-3.3.4-6] never sent by a client
+                raise ValueError("bad props")  # [MQTT-3.3.4-6] never sent by a client
             if p[0] == _TOPIC_ALIAS:
-                raise ValueError("bad property")  # aliases are the session's
+                raise ValueError("bad props")  # aliases are the session's
             if p[0] == _PAYLOAD_FORMAT and p[1] == 1:
                 try:
                     check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
@@ -592,15 +586,10 @@ class Session:
 
     # ---- subscriptions ---------------------------------------------------
 
-    def subscribe(self, subs, props=None):
-        """Send SUBSCRIBE for [(filter, options)]; returns its packet id, or
-        WINDOW_FULL while another SUBSCRIBE/UNSUBSCRIBE awaits its ack."""
-        return self._sub(subs, props, True)
-
-    def unsubscribe(self, filters, props=None):
-        return self._sub(filters, props, False)
-
-    def _sub(self, items, props, sub):
+    def subscribe(self, subs, props=None, unsub=False):
+        """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
+        with unsub=True); returns its packet id, or WINDOW_FULL while another
+        SUBSCRIBE/UNSUBSCRIBE awaits its ack."""
         if not self.connected:
             raise OSError("not connected")
         if self.sub_pid:
@@ -608,13 +597,16 @@ class Session:
         pid = self._new_pid()
         if not pid:
             return WINDOW_FULL
-        if sub:
-            n = _ctl.encode_subscribe(self.tx, 0, self.version, pid, items, props)
+        if unsub:
+            n = _ctl.encode_unsubscribe(self.tx, 0, self.version, pid, subs, props)
         else:
-            n = _ctl.encode_unsubscribe(self.tx, 0, self.version, pid, items, props)
+            n = _ctl.encode_subscribe(self.tx, 0, self.version, pid, subs, props)
         self.sub_pid = pid
         self._send(self.tx, 0, n)
         return pid
+
+    def unsubscribe(self, filters, props=None):
+        return self.subscribe(filters, props, True)
 
     # ---- receiving -------------------------------------------------------
 
@@ -816,8 +808,8 @@ class Session:
         if not self.connected or not self.keepalive_ms:
             return
         now = self.clock()
-        if self.ping_out:
-            if ticks_diff(now, self.ping_t) >= self._ping_timeout():
+        if self.ping_out:  # PINGRESP awaited for half the keep-alive, at least 1 s
+            if ticks_diff(now, self.ping_t) >= max(self.keepalive_ms // 2, 1000):
                 self.lost()
                 raise OSError("keepalive")  # no PINGRESP
         elif (ticks_diff(now, self.last_tx) >= self.keepalive_ms
@@ -827,15 +819,12 @@ class Session:
             self.ping_out = True
             self.ping_t = now
 
-    def _ping_timeout(self):
-        return max(self.keepalive_ms // 2, 1000)
-
     def next_timeout(self):
         """Milliseconds until tick() has work, or -1 with no keep-alive."""
         if not self.connected or not self.keepalive_ms:
             return -1
         now = self.clock()
         if self.ping_out:
-            return max(0, self._ping_timeout() - ticks_diff(now, self.ping_t))
+            return max(0, max(self.keepalive_ms // 2, 1000) - ticks_diff(now, self.ping_t))
         d = self.keepalive_ms - max(ticks_diff(now, self.last_tx), ticks_diff(now, self.last_rx))
         return max(0, d)
