@@ -45,9 +45,16 @@ class MQTTClient(ClientBase):
             self.clean = clean
         self.close()
         self._open()
+        start = ticks_ms()
         try:
-            if not self._wait_connack(self.timeout_ms):
-                raise OSError("no CONNACK")
+            while not self.s.connected:  # connected, even when packets right behind
+                # the CONNACK (resent acks, queued messages) came in the same poll
+                left = self.timeout_ms - ticks_diff(ticks_ms(), start)
+                if left <= 0:
+                    raise OSError("no CONNACK")
+                self._poll(left)
+                if not self.s.link:
+                    raise OSError("connection lost")
         except Exception:
             self.close()
             raise
@@ -112,20 +119,6 @@ class MQTTClient(ClientBase):
             t = s.receive()
         s.tick()
         return t
-
-    def _wait_connack(self, timeout_ms):
-        start = ticks_ms()
-        while True:
-            left = timeout_ms - ticks_diff(ticks_ms(), start)
-            if left <= 0:
-                return False
-            self._poll(left)
-            # connected, even when packets right behind the CONNACK (resent
-            # acks, queued messages) were handled in the same poll
-            if self.s.connected:
-                return True
-            if not self.s.link:
-                raise OSError("connection lost")
 
     def wait_msg(self, timeout_ms=-1):
         """Block until one packet arrives (or timeout); returns its type or 0."""

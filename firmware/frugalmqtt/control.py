@@ -134,33 +134,22 @@ def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None,
     return o - off
 
 
-# ---- CONNACK ---------------------------------------------------------------
-
-def decode_connack(pkt, v):
-    cur = pkt.cur
-    flags = cur.u8()
-    if flags & 0xFE:
-        raise malformed()  # [MQTT-3.2.2-1] reserved flags
-    pkt.sp = flags
-    pkt.reason = cur.u8()
-    if pkt.reason not in (_CONNACK_V5 if v >= 5 else _CONNACK_V4):
-        raise malformed()  # unknown reason code
-    if pkt.sp and pkt.reason:
-        raise malformed()  # [MQTT-3.2.2-6] session present with an error
-    if v >= 5:
-        _props.parse(pkt.props, cur, _CONNACK)
-    else:
-        pkt.props.clear()
-
-
 # ---- SUBSCRIBE / SUBACK / UNSUBSCRIBE / UNSUBACK -----------------------------
 
-def _filters_len(v, filters, with_options):
+def _sub_rl(v, pid, filters, props, where):
+    """Remaining length of a SUBSCRIBE (filters are (filter, options) pairs)
+    or UNSUBSCRIBE (filters only)."""
+    if not 0 < pid <= 0xFFFF:
+        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
+    if where == _SUBSCRIBE and v >= 5:
+        for p in props or ():
+            if p[0] == _SUBSCRIPTION_ID and p[1] > 268435455:
+                raise ValueError("bad props")  # subscription identifier too large
+    n = 2 + _pl(v, _props_len(v, props, where))
     if not filters:
         raise ValueError("no filter")  # [MQTT-3.8.3-2] [MQTT-3.10.3-2]
-    n = 0
     for f in filters:
-        if with_options:
+        if where == _SUBSCRIBE:
             opts = f[1]
             f = f[0]
             if opts & 3 == 3 or opts >> 4 > 2 or opts & 0xC0 or (v < 5 and opts & 0xFC):
@@ -173,24 +162,14 @@ def _filters_len(v, filters, with_options):
     return n
 
 
-def _sub_rl(v, pid, filters, props, where, with_options):
-    if not 0 < pid <= 0xFFFF:
-        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
-    if where == _SUBSCRIBE and v >= 5:
-        for p in props or ():
-            if p[0] == _SUBSCRIPTION_ID and p[1] > 268435455:
-                raise ValueError("bad props")  # subscription identifier too large
-    return 2 + _pl(v, _props_len(v, props, where)) + _filters_len(v, filters, with_options)
-
-
 def size_subscribe(v, pid, subs, props=None):
-    return total(_sub_rl(v, pid, subs, props, _SUBSCRIBE, True))
+    return total(_sub_rl(v, pid, subs, props, _SUBSCRIBE))
 
 
 def encode_subscribe(buf, off, v, pid, subs, props=None):
     """subs: sequence of (topic filter, options); options = QoS | no local << 2 |
     retain as published << 3 | retain handling << 4 (3.1.1: QoS only)."""
-    rl = _sub_rl(v, pid, subs, props, _SUBSCRIBE, True)
+    rl = _sub_rl(v, pid, subs, props, _SUBSCRIBE)
     o = _head(buf, off, (_SUBSCRIBE << 4) | 2, rl)
     o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, _SUBSCRIBE))
     for f, opts in subs:
@@ -201,11 +180,11 @@ def encode_subscribe(buf, off, v, pid, subs, props=None):
 
 
 def size_unsubscribe(v, pid, filters, props=None):
-    return total(_sub_rl(v, pid, filters, props, _UNSUBSCRIBE, False))
+    return total(_sub_rl(v, pid, filters, props, _UNSUBSCRIBE))
 
 
 def encode_unsubscribe(buf, off, v, pid, filters, props=None):
-    rl = _sub_rl(v, pid, filters, props, _UNSUBSCRIBE, False)
+    rl = _sub_rl(v, pid, filters, props, _UNSUBSCRIBE)
     o = _head(buf, off, (_UNSUBSCRIBE << 4) | 2, rl)
     o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, _UNSUBSCRIBE))
     for f in filters:
@@ -309,7 +288,17 @@ def decode(pkt, first, buf, off, end, v):
     # on PINGREQ/PINGRESP/CONNECT; the other decoders reset them too.
     pkt.props.clear()
     if t == _CONNACK:
-        decode_connack(pkt, v)
+        flags = cur.u8()
+        if flags & 0xFE:
+            raise malformed()  # [MQTT-3.2.2-1] reserved flags
+        pkt.sp = flags
+        pkt.reason = cur.u8()
+        if pkt.reason not in (_CONNACK_V5 if v >= 5 else _CONNACK_V4):
+            raise malformed()  # unknown reason code
+        if pkt.sp and pkt.reason:
+            raise malformed()  # [MQTT-3.2.2-6] session present with an error
+        if v >= 5:
+            _props.parse(pkt.props, cur, t)
     elif t == _SUBACK:
         _decode_codes(pkt, v, t, _SUBACK_V5 if v >= 5 else _SUBACK_V4)
     elif t == _UNSUBACK:

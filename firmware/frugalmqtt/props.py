@@ -87,19 +87,21 @@ _WHERE = (
 )
 
 
-def size(props, where):
+def size(props, where, find=0):
     """Encoded length of a property sequence, not counting its length prefix.
     Validates ids, value types, duplicates and values (user errors:
-    ValueError("bad props"), the spec id comment tells which check)."""
-    if not props:
-        return 0
+    ValueError("bad props"), the spec id comment tells which check).
+    With `find` (a property id): the offset of its value within the encoded
+    items instead, or -1 (lets the session patch a stored message expiry)."""
     n = 0
     i = 0
-    for p in props:
+    for p in props or ():
         pid = p[0]
         v = p[1]
         if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
             raise ValueError("bad props")  # unknown id
+        if pid == find:
+            return n + 1
         if not _WHERE[pid] & (1 << where):
             raise ValueError("bad props")  # [U-2.2.2-a] not allowed in this packet
         # Subscription Identifier repeats only in PUBLISH (one per matching
@@ -138,31 +140,7 @@ def size(props, where):
         else:
             n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
         i += 1
-    return n
-
-
-def offset_of(props, pid):
-    """Offset of pid's value within the encoded items of props (after the
-    length prefix), or -1: lets the session patch a stored message expiry."""
-    o = 0
-    for p in props or ():
-        if p[0] == pid:
-            return o + 1
-        t = _TYPE[p[0]]
-        v = p[1]
-        if t <= _BOOL:
-            o += 2
-        elif t <= _U16_NZ:
-            o += 3
-        elif t <= _U32_NZ:
-            o += 5
-        elif t == _VBI_NZ:
-            o += 1 + vbi_size(v)
-        elif t == _PAIR:
-            o += 5 + str_len(v[0]) + str_len(v[1])
-        else:
-            o += 3 + (str_len(v) if t == _STR else len(v))
-    return -1
+    return -1 if find else n
 
 
 def put(buf, o, props):

@@ -488,7 +488,7 @@ class Session:
 
     def _note_expiry(self, i, props):
         """Remember where the stored image holds its Message Expiry Interval."""
-        e = _p.offset_of(props, _MESSAGE_EXPIRY)
+        e = _p.size(props, _PUBLISH, _MESSAGE_EXPIRY)
         if e < 0:
             return
         b = self.store
