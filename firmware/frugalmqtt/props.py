@@ -72,12 +72,24 @@ _UA = const(1 << 11)  # UNSUBACK
 _D = const(1 << 14)  # DISCONNECT
 _A = const(1 << 15)  # AUTH
 
-# id -> type (0: no such property)
-_TYPE = bytes((
-    0, _BOOL, _U32, _STR, 0, 0, 0, 0, _STR, _BIN, 0, _VBI_NZ, 0, 0, 0, 0,  # 00-0F
-    0, _U32, _STR, _U16, 0, _STR, _BIN, _BOOL, _U32, _BOOL, _STR, 0, _STR, 0, 0, _STR,  # 10-1F
-    0, _U16_NZ, _U16, _U16, _BOOL, _BOOL, _PAIR, _U32_NZ, _BOOL, _BOOL, _BOOL,  # 20-2A
-))
+# id -> type (0: no such property), by the numbers above (1 _BYTE .. 0x0A
+# _PAIR). A bytes literal, not bytes((_BOOL, ...)): the tuple such a call is
+# built from would stay in RAM as a constant.
+#   01 PAYLOAD_FORMAT bool       02 MESSAGE_EXPIRY u32          03 CONTENT_TYPE str
+#   08 RESPONSE_TOPIC str        09 CORRELATION_DATA bin        0B SUBSCRIPTION_ID vbi
+#   11 SESSION_EXPIRY u32        12 ASSIGNED_CLIENT_ID str      13 SERVER_KEEP_ALIVE u16
+#   15 AUTH_METHOD str           16 AUTH_DATA bin               17 REQUEST_PROBLEM_INFO bool
+#   18 WILL_DELAY u32            19 REQUEST_RESPONSE_INFO bool  1A RESPONSE_INFO str
+#   1C SERVER_REFERENCE str      1F REASON_STRING str           21 RECEIVE_MAXIMUM u16 not 0
+#   22 TOPIC_ALIAS_MAXIMUM u16   23 TOPIC_ALIAS u16             24 MAXIMUM_QOS bool
+#   25 RETAIN_AVAILABLE bool     26 USER_PROPERTY pair          27 MAXIMUM_PACKET_SIZE u32 not 0
+#   28-2A WILDCARD_SUB_AVAILABLE, SUB_ID_AVAILABLE, SHARED_SUB_AVAILABLE bool
+_TYPE = (b"\x00\x02\x05\x08\x00\x00\x00\x00"  # 00-07
+         b"\x08\x09\x00\x07\x00\x00\x00\x00"  # 08-0F
+         b"\x00\x05\x08\x03\x00\x08\x09\x02"  # 10-17
+         b"\x05\x02\x08\x00\x08\x00\x00\x08"  # 18-1F
+         b"\x00\x04\x03\x03\x02\x02\x0a\x06"  # 20-27
+         b"\x02\x02\x02")  # 28-2A
 # id -> packets it may appear in
 _WHERE = (
     0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
@@ -331,8 +343,12 @@ def parse(props, cur, where):
             props.n_subid += 1
         elif t == _STR:
             s = cur.string()
-            if pid == RESPONSE_TOPIC and _wild_at(cur.buf, s, cur.n):
-                raise protocol_error()  # [MQTT-3.3.2-14]
+            if pid == RESPONSE_TOPIC:
+                e = s + cur.n
+                while s < e:
+                    if cur.buf[s] == 0x2B or cur.buf[s] == 0x23:
+                        raise protocol_error()  # [MQTT-3.3.2-14] wildcard
+                    s += 1
         elif t == _BIN:
             cur.binary()
         else:
@@ -341,12 +357,3 @@ def parse(props, cur, where):
             props.n_user += 1
     cur.end = saved_end
 
-
-def _wild_at(b, o, n):
-    end = o + n
-    while o < end:
-        c = b[o]
-        if c == 0x2B or c == 0x23:
-            return True
-        o += 1
-    return False
