@@ -2,8 +2,7 @@
 # reconnect (bounded exponential backoff, session resume), keep-alive and
 # helpers that wait. poll() never blocks; the helpers block with timeouts.
 
-try:
-    from micropython import const
+try:  # (MicroPython folds const() when compiling: no name to import)
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython
     const = int

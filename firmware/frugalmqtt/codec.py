@@ -3,10 +3,10 @@
 # No sockets here. Encoders write into caller-owned buffers; decoders read
 # from a buffer and report offsets and lengths, never copies.
 # Hot-path functions allocate nothing under MicroPython (tests prove it).
-try:
-    from micropython import const
+try:  # MicroPython folds const() when compiling: no name to import there
+    __import__("micropython")
 except ImportError:
-    const = int  # CPython: no function to load on the device
+    const = int  # CPython
 
 from .err import MQTTError  # noqa: F401  (re-exported: frugalmqtt.codec.MQTTError)
 

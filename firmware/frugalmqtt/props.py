@@ -6,13 +6,13 @@
 # value starts in the receive buffer (no copies).
 from array import array
 
-try:
-    from micropython import const
+try:  # MicroPython folds const() when compiling: no name to import there
+    __import__("micropython")
 except ImportError:
     const = int  # CPython
 
-from .codec import (MQTTError, malformed, protocol_error, str_len, put_str, put_u16, put_u32,
-                    put_vbi, vbi_size, has_wildcard, bin_len)
+from .codec import (MQTTError, malformed, protocol_error, str_len, put_str, put_u16, put_vbi,
+                    vbi_size, has_wildcard)
 
 # Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)
@@ -148,7 +148,9 @@ def size(props, where, find=0):
         elif t == _BIN:
             if type(v) is str:
                 raise TypeError("need bytes")  # binary property
-            n += 3 + bin_len(v)
+            if len(v) > 65535:
+                raise ValueError("too long")  # [MQTT-1.5.6-1]
+            n += 3 + len(v)
         else:
             n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
         i += 1
@@ -171,7 +173,7 @@ def put(buf, o, props):
         elif t <= _U16_NZ:
             o = put_u16(buf, o, v)
         elif t <= _U32_NZ:
-            o = put_u32(buf, o, v)
+            o = put_u16(buf, put_u16(buf, o, v >> 16), v & 0xFFFF)
         elif t == _VBI_NZ:
             o = put_vbi(buf, o, v)
         elif t == _PAIR:

@@ -5,8 +5,8 @@
 # Time comes from an injected millisecond tick function, compared wrap-safely.
 # Everything is allocated in __init__; publish() and receive() allocate
 # nothing in steady state (given bytes-like topic and payload).
-try:
-    from micropython import const
+try:  # MicroPython folds const() when compiling: no name to import there
+    __import__("micropython")
 except ImportError:
     const = int  # CPython
 
@@ -79,6 +79,20 @@ _PID_NOT_FOUND = const(0x92)
 _RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
 _TOPIC_ALIAS_INVALID = const(0x94)
 _PAYLOAD_FORMAT_INVALID = const(0x99)
+
+
+def _check_props(props, payload):
+    """What Session.publish() refuses in props, besides props.size()'s checks."""
+    for p in props:
+        if p[0] == _SUBSCRIPTION_ID:
+            raise ValueError("bad props")  # [MQTT-3.3.4-6] never sent by a client
+        if p[0] == _TOPIC_ALIAS:
+            raise ValueError("bad props")  # aliases are the session's
+        if p[0] == _PAYLOAD_FORMAT and p[1] == 1:
+            try:
+                check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
+            except MQTTError:
+                raise ValueError("bad UTF-8")  # payload format 1
 
 
 class Message:
@@ -387,7 +401,7 @@ class Session:
         if retain and not self.retain_available:
             raise ValueError("retain")  # [MQTT-3.2.2-14] the server has none
         if props:
-            self._check_props(props, payload)
+            _check_props(props, payload)
         v = self.version
         # Checked once here; the packets below are written without checking again
         tn = topic_len(topic)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
@@ -440,18 +454,6 @@ class Session:
                 self._send(self.store, o, n)
             self._sent(i)
         return pid
-
-    def _check_props(self, props, payload):
-        for p in props:
-            if p[0] == _SUBSCRIPTION_ID:
-                raise ValueError("bad props")  # [MQTT-3.3.4-6] never sent by a client
-            if p[0] == _TOPIC_ALIAS:
-                raise ValueError("bad props")  # aliases are the session's
-            if p[0] == _PAYLOAD_FORMAT and p[1] == 1:
-                try:
-                    check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
-                except MQTTError:
-                    raise ValueError("bad UTF-8")  # payload format 1
 
     def _encode_now(self, buf, topic, tn, payload, plen, qos, pid, retain, props, pn):
         """Encode a PUBLISH going out now, with a topic alias when the server
