@@ -81,14 +81,6 @@ def put_u16(buf, o, n):
     return o + 2
 
 
-def put_u32(buf, o, n):
-    buf[o] = (n >> 24) & 0xFF
-    buf[o + 1] = (n >> 16) & 0xFF
-    buf[o + 2] = (n >> 8) & 0xFF
-    buf[o + 3] = n & 0xFF
-    return o + 4
-
-
 # ---- UTF-8 [MQTT-1.5.4-1..3] -----------------------------------------------
 
 def check_utf8(buf, i, end):
