@@ -2,7 +2,8 @@
 # reconnect (bounded exponential backoff, session resume), keep-alive and
 # helpers that wait. poll() never blocks; the helpers block with timeouts.
 
-try:  # (MicroPython folds const() when compiling: no name to import)
+try:
+    from micropython import const
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython
     const = int

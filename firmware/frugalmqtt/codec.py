@@ -3,11 +3,8 @@
 # No sockets here. Encoders write into caller-owned buffers; decoders read
 # from a buffer and report offsets and lengths, never copies.
 # Hot-path functions allocate nothing under MicroPython (tests prove it).
-# const(): MicroPython folds it when compiling, so nothing needs importing
-# there (an imported `const` would be one more global in RAM); CPython gets
-# int. Every device module starts this way.
 try:
-    __import__("micropython")
+    from micropython import const
 except ImportError:
     const = int  # CPython
 

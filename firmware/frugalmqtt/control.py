@@ -5,8 +5,8 @@
 # CONNECT/SUBSCRIBE/UNSUBSCRIBE, encoding CONNACK/SUBACK/UNSUBACK/AUTH) is in
 # server.py, which devices never import: decode() loads it lazily only for the
 # packets a client never receives.
-try:  # MicroPython folds const() when compiling: no name to import there
-    __import__("micropython")
+try:
+    from micropython import const
 except ImportError:
     const = int  # CPython
 

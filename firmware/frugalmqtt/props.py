@@ -6,8 +6,8 @@
 # value starts in the receive buffer (no copies).
 from array import array
 
-try:  # MicroPython folds const() when compiling: no name to import there
-    __import__("micropython")
+try:
+    from micropython import const
 except ImportError:
     const = int  # CPython
 

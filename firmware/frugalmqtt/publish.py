@@ -2,8 +2,8 @@
 # directions, MQTT 3.1.1 (v=4) and 5.0 (v=5). This is the hot path: encoding
 # and decoding allocate nothing under MicroPython (given bytes-like topic and
 # payload and a pre-built property sequence).
-try:  # MicroPython folds const() when compiling: no name to import there
-    __import__("micropython")
+try:
+    from micropython import const
 except ImportError:
     const = int  # CPython
 

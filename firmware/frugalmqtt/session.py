@@ -5,8 +5,8 @@
 # Time comes from an injected millisecond tick function, compared wrap-safely.
 # Everything is allocated in __init__; publish() and receive() allocate
 # nothing in steady state (given bytes-like topic and payload).
-try:  # MicroPython folds const() when compiling: no name to import there
-    __import__("micropython")
+try:
+    from micropython import const
 except ImportError:
     const = int  # CPython
 
