@@ -323,7 +323,7 @@ def measure_alloc(mp, log):
 
 def measure_imports(mp, modules):
     out = {}
-    for p in ("full", "pub", "core", "lite"):
+    for p in ("full", "pub", "core", "lite", "liteprops"):
         _, lines = mp.run("imports", p, *modules, net=False)
         out[p] = (int(pick(lines, "heap", p)[0]), pick(lines, "loaded", p)[0].split(","))
         if p == "full":
@@ -332,7 +332,10 @@ def measure_imports(mp, modules):
 
 
 def heap_run(mp, profile, size, *extra):
-    r, lines = mp.run("heap", profile, N_HEAP, *extra, heapsize=size, check=False)
+    if profile == "lite":  # its own script, as small as a device's main.py
+        r, lines = mp.run("heap_lite", N_HEAP, *extra, heapsize=size, check=False)
+    else:
+        r, lines = mp.run("heap", profile, N_HEAP, *extra, heapsize=size, check=False)
     ok = r.returncode == 0 and any(l[:1] == ["ok"] for l in lines)
     why = ""
     if not ok:
@@ -489,6 +492,10 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
     row("Heap after import, publish-only profile (`from frugalmqtt.lite import Publisher`"
         " pulls in %s)" % "+".join(lite_mods), kb(lite_heap), "≤ 8 KB",
         lite_heap <= T_IMPORT_PUB)
+    lp_heap, lp_mods = imports["liteprops"]
+    row("Heap after import, publish-only profile with PUBLISH properties (`from "
+        "frugalmqtt.liteprops import props` too: %s)" % "+".join(lp_mods), kb(lp_heap),
+        "≤ 8 KB", lp_heap <= T_IMPORT_PUB)
     row("Heap after import, MQTTClient used for publishing only (pulls in %s)"
         % "+".join(pub_mods), kb(pub_heap), "≤ 8 KB (publish-only)", pub_heap <= T_IMPORT_PUB)
     row("Heap after import, Session+Transport without client.py (%s)" % "+".join(core_mods),
@@ -578,9 +585,11 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
   The unix port loads `.mpy` bytecode into the heap and has 64-bit objects; a device
   running frozen modules keeps bytecode in flash and has 32-bit objects.
 - Smallest heap: `micropython -X heapsize=` bisected (%d-byte steps, then confirmed by two
-  more passing runs) over `bench/mp/heap.py`: connect, %d QoS 1 publishes (5.0, 32-byte
-  payload) all acknowledged; slots=8 slot_size=128 max_packet=256 tx_size=256. The
-  script's own code counts. Below it: %s
+  more passing runs) over `bench/mp/heap.py` (MQTTClient: slots=8 slot_size=128
+  max_packet=256 tx_size=256) and `bench/mp/heap_lite.py` (lite.Publisher: slots=8
+  max_packet=128 rx_size=64, a script as small as a device's main.py): connect, %d QoS 1
+  publishes (5.0, 32-byte payload) all acknowledged. The script's own code counts. Below
+  it: %s
 - Throughput: messages sent in batches of 1000 for %d ms; the clock stops when the broker
   has them all: after QoS 0 a QoS 1 PUBLISH is sent and its PUBACK awaited, after
   QoS 1/2 when `flush()` returns. The raw loop uses the same socket options and the

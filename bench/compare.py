@@ -54,13 +54,16 @@ LIBS = {
     "umqtt.simple2": (["micropython-umqtt.simple2"], ["umqtt.simple2"]),
     "mqtt_as": (["micropython-mqtt"], ["mqtt_async"]),
 }
-ORDER = ["frugalmqtt"] + list(LIBS)
-N_ALLOC = {"frugalmqtt": (1000, 1000), "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
+LITE = "frugalmqtt.lite"  # the publish-only profile, lite.Publisher
+ORDER = ["frugalmqtt", LITE] + list(LIBS)
+N_ALLOC = {"frugalmqtt": (1000, 1000), LITE: (1000, 1000), "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
            "umqtt.simple2": (1000, 200), "mqtt_as": (200, 200)}  # (QoS 0, QoS 1) publishes
 # What each library does, from its source (the version measured).
 FEATURES = {
     "frugalmqtt": ("yes", "yes (and 3.1.1)", "yes: stored QoS 1/2 resent with DUP after "
                    "reconnect", "yes, both ways", "yes: Receive Maximum, fixed slots"),
+    LITE: ("yes", "yes (and 3.1.1)", "yes: stored QoS 1/2 resent with DUP by the next "
+           "connect()", "no (publish-only: sends none)", "yes: Receive Maximum, fixed slots"),
     "umqtt.simple": ("no (publish asserts)", "no", "clean_session flag only; nothing resent",
                      "no", "no: each QoS 1 publish blocks for its PUBACK"),
     "umqtt.robust": ("no", "no", "reconnects with clean_session=False and publishes the "
@@ -90,7 +93,9 @@ def prepare(tmp, mpy_cross, log):
     sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
     out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
-                          _frugal_version())}
+                          _frugal_version()),
+           LITE: (str(common), sum(sizes[m] for m in profiles.PROFILES["lite"]),
+                  _frugal_version())}
     for lib, (packages, _) in LIBS.items():
         d = tmp / ("lib-" + lib)
         files = []
@@ -118,31 +123,35 @@ TIMEOUT_S = {"umqtt.simple": 180, "umqtt.robust": 180}
 def mp_for(lib, path, micropython, port):
     mp = cb.MP(micropython, path, "127.0.0.1", port)
     mp.timeout_s = TIMEOUT_S.get(lib, 30)
-    if lib != "frugalmqtt":
+    if lib == LITE:
+        mp.env["BENCH_LITE"] = "1"  # heap_try runs heap_lite.py
+    elif lib != "frugalmqtt":
         mp.env["BENCH_LIB"] = lib
     return mp
 
 
 def measure_lib(lib, mp, log):
     r = {}
-    if lib == "frugalmqtt":
-        _, lines = mp.run("imports", "pub", net=False)
-        r["import"] = int(cb.pick(lines, "heap", "pub")[0])
+    if lib in ("frugalmqtt", LITE):
+        profile = "lite" if lib == LITE else "pub"
+        _, lines = mp.run("imports", profile, net=False)
+        r["import"] = int(cb.pick(lines, "heap", profile)[0])
     else:
         _, lines = mp.run("imports", "mods", *LIBS[lib][1], net=False)
         r["import"] = int(cb.pick(lines, "heap", "mods")[0])
-    mods = ["frugalmqtt.client"] if lib == "frugalmqtt" else LIBS[lib][1]
+    mods = {"frugalmqtt": ["frugalmqtt.client"], LITE: [LITE]}.get(lib) or LIBS[lib][1]
     _, lines = mp.run("imports", "connect", lib, "127.0.0.1", mp.port, *mods, net=False)
     r["connect"] = int(cb.pick(lines, "heap", "connect")[0])
     n0, n1 = N_ALLOC[lib]
-    _, lines = mp.run("alloc", 4, "pub0", n0)
-    total, n = map(int, cb.pick(lines, "alloc", "pub0"))
-    r["alloc0"] = (total / n, cb.pick(lines, "lock", "pub0")[0] == "1", n)
-    _, lines = mp.run("alloc", 4, "pub1", n1)
-    tp, n = map(int, cb.pick(lines, "alloc", "pub1"))
-    ta, _ = map(int, cb.pick(lines, "alloc", "ack1"))
-    r["alloc1"] = ((tp + ta) / n, cb.pick(lines, "lock", "pub1")[0] == "1"
-                   and cb.pick(lines, "lock", "ack1")[0] == "1", n)
+    p = "l" if lib == LITE else ""  # alloc.py's cases for lite.Publisher: lpub0, lpub1, lack1
+    _, lines = mp.run("alloc", 4, p + "pub0", n0)
+    total, n = map(int, cb.pick(lines, "alloc", p + "pub0"))
+    r["alloc0"] = (total / n, cb.pick(lines, "lock", p + "pub0")[0] == "1", n)
+    _, lines = mp.run("alloc", 4, p + "pub1", n1)
+    tp, n = map(int, cb.pick(lines, "alloc", p + "pub1"))
+    ta, _ = map(int, cb.pick(lines, "alloc", p + "ack1"))
+    r["alloc1"] = ((tp + ta) / n, cb.pick(lines, "lock", p + "pub1")[0] == "1"
+                   and cb.pick(lines, "lock", p + "ack1")[0] == "1", n)
     log("  %s: import %d B, connected %d B, QoS 0 %.1f B/op, QoS 1 %.1f B/op" % (
         lib, r["import"], r["connect"], r["alloc0"][0], r["alloc1"][0]))
     return r
@@ -152,7 +161,7 @@ def heap_try(mp, size):
     """One heap run; a run that hangs (mqtt_as after a MemoryError in one of
     its tasks waits forever) fails like one that raises."""
     try:
-        return cb.heap_run(mp, "pub", size, 4)
+        return cb.heap_run(mp, "lite" if mp.env.get("BENCH_LITE") else "pub", size, 4)
     except cb.BenchError as e:
         return False, "hung: " + str(e).split(":")[0], []
 
@@ -172,8 +181,9 @@ def measure_speed(mps, repeat, ms, log):
         runs[("raw", "q0")].append(count * 1e6 / us)
         for lib in ORDER:
             for c in ("q0", "q1"):
-                _, lines = mps[lib].run("speed", 4, c, ms)
-                count, us = map(int, cb.pick(lines, "rate", c))
+                case = "l" + c[1] if lib == LITE else c  # speed.py's lite cases: l0, l1
+                _, lines = mps[lib].run("speed", 4, case, ms)
+                count, us = map(int, cb.pick(lines, "rate", case))
                 runs[(lib, c)].append(count * 1e6 / us)
                 windows[lib] = int(cb.pick(lines, "window")[0])
         log("  round %d: %s" % (i + 1, ", ".join(
@@ -294,6 +304,8 @@ NOTES = """## How it was measured
 - frugalmqtt: `frugalmqtt.client.MQTTClient` (the base install profile), slots=8
   slot_size=128 max_packet=256 tx_size=256; QoS 1 publishes go in rounds of 8 and
   their PUBACKs are handled by `flush()`, both counted.
+- frugalmqtt.lite: `frugalmqtt.lite.Publisher` (the publish-only profile), slots=8
+  max_packet=128, measured the same way; its smallest-heap run is `bench/mp/heap_lite.py`.
 - umqtt.simple / umqtt.robust: QoS 1 `publish()` blocks until its PUBACK; they write
   each PUBLISH in 3-4 `write()` calls without TCP_NODELAY, so on Linux loopback each
   QoS 1 message waits for the delayed ACK (about 40 ms): that is their QoS 1 rate

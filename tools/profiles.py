@@ -6,7 +6,8 @@ tools/heap_report.py and tools/deploy.py. To add a profile, add a line to
 PROFILES and run `make package-json`.
 
 Module names are files of firmware/frugalmqtt/ without ".py"; server.py
-(the broker side, for test peers) is never installed on a device.
+(the broker side, for test peers) and _cpython.py (what MicroPython has built
+in, for CPython) are never installed on a device.
 """
 import json
 from pathlib import Path
@@ -24,7 +25,7 @@ PROFILES = {
     "asyncio": BASE + ["aclient"],       # + frugalmqtt.aclient.AMQTTClient
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
-    "lite": ["__init__", "err", "lite"],  # frugalmqtt.lite.Publisher: publish-only
+    "lite": ["__init__", "err", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
 }
 
 # Profiles whose modules are built on another branch and not in this tree yet:

@@ -163,7 +163,8 @@ def main():
     q = int(case[-1])
     if case.startswith("pub") or case.startswith("lpub"):
         if case[0] == "l":
-            from frugalmqtt.lite import Publisher, props as lprops
+            from frugalmqtt.lite import Publisher
+            from frugalmqtt.liteprops import props as lprops
             c = Publisher("b-lpub", HOST, PORT, v, timeout_ms=5000, slots=SLOTS,
                           max_packet=SLOT_SIZE)
             c.connect()

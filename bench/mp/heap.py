@@ -6,8 +6,7 @@
 # PROFILE pub: publish only (inbound=1, no inbound topic aliases, no
 #   subscription). PROFILE full: also subscribed to the topic at QoS 1, so
 #   every message comes back and is dispatched to on_message.
-# PROFILE lite: the publish-only profile, lite.Publisher (slots=8,
-#   max_packet=128, rx_size=64); nothing else of frugalmqtt is imported.
+# The publish-only profile (lite.Publisher) has its own script, heap_lite.py.
 # pub and full: slots=8 slot_size=128 max_packet=256 tx_size=256. Also prints the
 # heap the client object takes with its buffers, and all heap held at the end.
 # With BENCH_LIB=<name> (`make compare`): another library through mqttlibs.py,
@@ -19,7 +18,6 @@ import sys
 host = sys.argv[1]
 port = int(sys.argv[2])
 full = sys.argv[3] == "full"
-lite = sys.argv[3] == "lite"
 n = int(sys.argv[4])
 version = int(sys.argv[5]) if len(sys.argv) > 5 else 5
 got = [0]
@@ -44,19 +42,12 @@ if lib and lib != "frugalmqtt":
     print("@@ client", 0)
     print("@@ held", gc.mem_alloc())
     sys.exit(0)
-if lite:
-    from frugalmqtt.lite import Publisher
-else:
-    from frugalmqtt.client import MQTTClient
+from frugalmqtt.client import MQTTClient
 gc.collect()
 before = gc.mem_alloc()
-if lite:
-    c = Publisher("b-heap", host, port, version, timeout_ms=5000, slots=8, max_packet=128,
-                  rx_size=64)
-else:
-    c = MQTTClient("b-heap", host, port, version, reconnect=False, timeout_ms=5000, slots=8,
-                   slot_size=128, max_packet=256, tx_size=256, inbound=8 if full else 1,
-                   aliases_in=4 if full else 0)
+c = MQTTClient("b-heap", host, port, version, reconnect=False, timeout_ms=5000, slots=8,
+               slot_size=128, max_packet=256, tx_size=256, inbound=8 if full else 1,
+               aliases_in=4 if full else 0)
 gc.collect()
 built = gc.mem_alloc() - before  # the client object with all its buffers
 c.connect()

@@ -5,7 +5,8 @@
 #   the total.
 # PROFILE pub: what a device that only publishes imports:
 #   `from frugalmqtt.client import MQTTClient`.
-# PROFILE lite: the publish-only profile, `from frugalmqtt.lite import Publisher`.
+# PROFILE lite: the publish-only profile, `from frugalmqtt.lite import Publisher`;
+#   liteprops: the same and `from frugalmqtt.liteprops import props`.
 # PROFILE core: Session and Transport without client.py (the least a publisher
 #   can import with the current module split, driving the session itself).
 # PROFILE mods MODULE...: those modules (another library, for `make compare`).
@@ -41,6 +42,9 @@ elif profile == "pub":
     from frugalmqtt.client import MQTTClient
 elif profile == "lite":
     from frugalmqtt.lite import Publisher
+elif profile == "liteprops":  # a 5.0 device that also sends PUBLISH properties
+    from frugalmqtt.lite import Publisher
+    from frugalmqtt.liteprops import props
 elif profile == "core":
     from frugalmqtt.session import Session
     from frugalmqtt.transport import Transport

@@ -145,6 +145,11 @@ def connect(lib, cid, host, port):
                        slot_size=128, max_packet=256, tx_size=256, inbound=1, aliases_in=0)
         c.connect()
         return c
+    if lib == "frugalmqtt.lite":  # sized as heap_lite.py's run
+        from frugalmqtt.lite import Publisher
+        c = Publisher(cid, host, port, 4, timeout_ms=5000, slots=8, max_packet=128, rx_size=64)
+        c.connect()
+        return c
     if lib == "umqtt.simple":
         from umqtt import simple
         return Umqtt(simple, cid, host, port)

@@ -3,17 +3,22 @@
 # helpers that wait. poll() never blocks; the helpers block with timeouts.
 
 try:
+    from micropython import const
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython
+    const = int
     from time import sleep as _sleep
     from .session import ticks_ms, ticks_diff
 
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-from .session import ServerError, WINDOW_FULL, OUTBOX_FULL
+from .session import ServerError
 from .codec import MQTTError
 from .base import ClientBase
+
+_WINDOW_FULL = const(-1)  # session.WINDOW_FULL, OUTBOX_FULL
+_OUTBOX_FULL = const(-4)
 
 
 class MQTTClient(ClientBase):
@@ -40,9 +45,16 @@ class MQTTClient(ClientBase):
             self.clean = clean
         self.close()
         self._open()
+        start = ticks_ms()
         try:
-            if not self._wait_connack(self.timeout_ms):
-                raise OSError("no CONNACK")
+            while not self.s.connected:  # connected, even when packets right behind
+                # the CONNACK (resent acks, queued messages) came in the same poll
+                left = self.timeout_ms - ticks_diff(ticks_ms(), start)
+                if left <= 0:
+                    raise OSError("no CONNACK")
+                self._poll(left)
+                if not self.s.link:
+                    raise OSError("connection lost")
         except Exception:
             self.close()
             raise
@@ -61,8 +73,9 @@ class MQTTClient(ClientBase):
         delay = self.backoff_min
         while not self.s.connected:
             try:
-                if not self.connect():
-                    self._resubscribe()
+                if not self.connect():  # no session: subscribe again
+                    for topic, opts, props in self.subscriptions:
+                        self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
                 return
             except (OSError, MQTTError, ServerError, EOFError) as e:  # EOF: closed in connect()
                 if not self.reconnect:
@@ -107,20 +120,6 @@ class MQTTClient(ClientBase):
         s.tick()
         return t
 
-    def _wait_connack(self, timeout_ms):
-        start = ticks_ms()
-        while True:
-            left = timeout_ms - ticks_diff(ticks_ms(), start)
-            if left <= 0:
-                return False
-            self._poll(left)
-            # connected, even when packets right behind the CONNACK (resent
-            # acks, queued messages) were handled in the same poll
-            if self.s.connected:
-                return True
-            if not self.s.link:
-                raise OSError("connection lost")
-
     def wait_msg(self, timeout_ms=-1):
         """Block until one packet arrives (or timeout); returns its type or 0."""
         return self.poll(timeout_ms)
@@ -143,7 +142,7 @@ class MQTTClient(ClientBase):
         while True:
             if pid < 0 and self.in_callback:
                 return pid  # polling here would reuse the packet being handled
-            if pid != WINDOW_FULL and pid != OUTBOX_FULL:
+            if pid != _WINDOW_FULL and pid != _OUTBOX_FULL:
                 if not s.link and self.reconnect and not s.ob:
                     self.close()
                     self.ensure_connected()
@@ -184,16 +183,12 @@ class MQTTClient(ClientBase):
                 del self.subscriptions[i]
                 return
 
-    def _resubscribe(self):
-        for topic, opts, props in self.subscriptions:
-            self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
-
     def _sub(self, fn, items, props, timeout_ms):
         if not self.s.connected:
             self.ensure_connected()
         while True:
             pid = fn(items, props)
-            if pid != WINDOW_FULL:
+            if pid != _WINDOW_FULL:
                 break
             self.poll(100)
         start = ticks_ms()

@@ -6,7 +6,7 @@
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 from .err import MQTTError  # noqa: F401  (re-exported: frugalmqtt.codec.MQTTError)
 
@@ -38,11 +38,14 @@ PAYLOAD_FORMAT_INVALID = const(0x99)
 VBI_MAX = const(268435455)
 
 
-def malformed(msg):
+# Protocol errors carry the reason code and (mostly) no text: the raise
+# line in the traceback and its spec id comment say which check failed, and
+# every message string costs heap on the device.
+def malformed(msg=""):
     return MQTTError(MALFORMED, msg)
 
 
-def protocol_error(msg):
+def protocol_error(msg=""):
     return MQTTError(PROTOCOL_ERROR, msg)
 
 
@@ -57,13 +60,13 @@ def vbi_size(n):
         return 3
     if n <= VBI_MAX:
         return 4
-    raise ValueError("VBI too large")
+    raise ValueError("too large")
 
 
 def put_vbi(buf, o, n):
     """Write n as a minimal Variable Byte Integer at o; return the new offset."""
     if n < 0 or n > VBI_MAX:
-        raise ValueError("VBI out of range")
+        raise ValueError("too large")
     while n > 127:
         buf[o] = (n & 0x7F) | 0x80
         n >>= 7
@@ -78,14 +81,6 @@ def put_u16(buf, o, n):
     return o + 2
 
 
-def put_u32(buf, o, n):
-    buf[o] = (n >> 24) & 0xFF
-    buf[o + 1] = (n >> 16) & 0xFF
-    buf[o + 2] = (n >> 8) & 0xFF
-    buf[o + 3] = n & 0xFF
-    return o + 4
-
-
 # ---- UTF-8 [MQTT-1.5.4-1..3] -----------------------------------------------
 
 def check_utf8(buf, i, end):
@@ -95,7 +90,7 @@ def check_utf8(buf, i, end):
         c = buf[i]
         if c < 0x80:
             if c == 0:
-                raise malformed("U+0000 in string")  # [MQTT-1.5.4-2]
+                raise malformed()  # [MQTT-1.5.4-2] U+0000
             i += 1
             continue
         lo = 0x80
@@ -119,7 +114,7 @@ def check_utf8(buf, i, end):
         else:
             raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
         if i + n >= end:
-            raise malformed("truncated UTF-8")  # [MQTT-1.5.4-1]
+            raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
         c = buf[i + 1]
         if c < lo or c > hi:
             raise malformed("bad UTF-8")  # [MQTT-1.5.4-1]
@@ -140,14 +135,14 @@ def str_len(s):
         for ch in s:
             c = ord(ch)
             if c == 0:
-                raise ValueError("U+0000 in string")  # [MQTT-1.5.4-2]
+                raise ValueError("U+0000")  # [MQTT-1.5.4-2]
             if c < 0x80:
                 n += 1
             elif c < 0x800:
                 n += 2
             elif c < 0x10000:
                 if 0xD800 <= c <= 0xDFFF:
-                    raise ValueError("surrogate in string")  # [MQTT-1.5.4-1]
+                    raise ValueError("bad UTF-8")  # [MQTT-1.5.4-1]
                 n += 3
             else:
                 n += 4
@@ -155,10 +150,10 @@ def str_len(s):
         n = len(s)
         try:
             check_utf8(s, 0, n)
-        except MQTTError as e:
-            raise ValueError(e.args[1])
+        except MQTTError:
+            raise ValueError("bad UTF-8")  # or U+0000
     if n > 65535:
-        raise ValueError("string longer than 65535 bytes")  # [MQTT-4.7.3-3]
+        raise ValueError("too long")  # [MQTT-4.7.3-3]
     return n
 
 
@@ -166,7 +161,7 @@ def bin_len(b):
     """Length of a Binary Data field (bad user input -> ValueError)."""
     n = len(b)
     if n > 65535:
-        raise ValueError("binary data longer than 65535 bytes")  # [MQTT-1.5.6-1]
+        raise ValueError("too long")  # [MQTT-1.5.6-1]
     return n
 
 
@@ -219,9 +214,9 @@ def topic_len(s, allow_empty=False):
     """Validate a topic name for sending and return its encoded length."""
     n = str_len(s)
     if n == 0 and not allow_empty:
-        raise ValueError("empty topic name")  # [MQTT-4.7.3-1]
+        raise ValueError("no topic")  # [MQTT-4.7.3-1]
     if has_wildcard(s):
-        raise ValueError("wildcard in topic name")  # [MQTT-3.3.2-2] [MQTT-4.7.0-1]
+        raise ValueError("wildcard")  # [MQTT-3.3.2-2] [MQTT-4.7.0-1]
     return n
 
 
@@ -229,22 +224,22 @@ def check_filter(s):
     """Validate a topic filter [MQTT-4.7.1-1] [MQTT-4.7.1-2]; return its encoded length."""
     n = str_len(s)
     if n == 0:
-        raise ValueError("empty topic filter")  # [MQTT-4.7.3-1]
+        raise ValueError("no filter")  # [MQTT-4.7.3-1]
     if type(s) is not str:
         s = bytes(s).decode()
     if s.startswith("$share/"):
         name = s[7:].split("/", 1)
         if not name[0] or "+" in name[0] or "#" in name[0] or len(name) < 2 or not name[1]:
-            raise ValueError("bad shared subscription")  # [MQTT-4.8.2-1] [MQTT-4.8.2-2]
+            raise ValueError("bad $share")  # [MQTT-4.8.2-1] [MQTT-4.8.2-2]
     prev = "/"
     i = 0
     for ch in s:
         if ch == "#":
             if prev != "/" or i != len(s) - 1:
-                raise ValueError("'#' must be last and a whole level")  # [MQTT-4.7.1-1]
+                raise ValueError("bad filter")  # [MQTT-4.7.1-1]
         elif ch == "+":
             if prev != "/" or (i + 1 < len(s) and s[i + 1] != "/"):
-                raise ValueError("'+' must be a whole level")  # [MQTT-4.7.1-2]
+                raise ValueError("bad filter")  # [MQTT-4.7.1-2]
         prev = ch
         i += 1
     return n
@@ -269,7 +264,7 @@ class Cur:
 
     def need(self, n):
         if self.pos + n > self.end:
-            raise malformed("packet too short")
+            raise malformed()  # the packet is shorter than its fields
 
     def u8(self):
         self.need(1)
@@ -299,11 +294,11 @@ class Cur:
             v |= (c & 0x7F) << shift
             if not c & 0x80:
                 if c == 0 and shift:
-                    raise malformed("non-minimal VBI")  # [MQTT-1.5.5-1]
+                    raise malformed()  # [MQTT-1.5.5-1] not minimal
                 return v
             shift += 7
             if shift == 28:
-                raise malformed("VBI longer than 4 bytes")  # [U-1.5.5-a]
+                raise malformed()  # [U-1.5.5-a] more than 4 bytes
 
     def binary(self):
         """Skip a length-prefixed field; return its data offset, length in self.n."""
@@ -331,15 +326,15 @@ def check_first(first, v):
         if f & 0x06 == 0x06:
             raise malformed("QoS 3")  # [MQTT-3.3.1-4]
         if f & 0x08 and not f & 0x06:
-            raise malformed("DUP on QoS 0")  # [MQTT-3.3.1-2]
+            raise malformed()  # [MQTT-3.3.1-2] DUP on QoS 0
         return t
     if t == 0 or (t == AUTH and v < 5):
-        raise malformed("reserved packet type")
+        raise malformed()  # reserved packet type
     if t == PUBREL or t == SUBSCRIBE or t == UNSUBSCRIBE:
         if f != 2:
-            raise malformed("reserved flags must be 0010")  # [MQTT-3.6.1-1] [MQTT-2.1.3-1]
+            raise malformed()  # [MQTT-3.6.1-1] [MQTT-2.1.3-1] flags must be 0010
     elif f:
-        raise malformed("reserved flags must be 0000")  # [MQTT-2.1.3-1]
+        raise malformed()  # [MQTT-2.1.3-1] flags must be 0000
     return t
 
 
@@ -402,16 +397,16 @@ class Framer:
             self.state = _LEN
             return
         if self.nlen and c == 0:
-            raise malformed("non-minimal remaining length")  # [MQTT-1.5.5-1]
+            raise malformed()  # [MQTT-1.5.5-1] remaining length not minimal
         self.rl |= (c & 0x7F) << (7 * self.nlen)
         self.nlen += 1
         if c & 0x80:
             if self.nlen == 4:
-                raise malformed("remaining length longer than 4 bytes")  # [U-1.5.5-a]
+                raise malformed()  # [U-1.5.5-a] remaining length over 4 bytes
             return
         if 1 + self.nlen + self.rl > self.max:
             # Refused before reading the body (MQTT 5: DISCONNECT 0x95)
-            raise MQTTError(PACKET_TOO_LARGE, "packet larger than maximum packet size")
+            raise MQTTError(PACKET_TOO_LARGE)
         self.state = _BODY if self.rl else _DONE
 
     def feed(self, data, off, end):
@@ -509,17 +504,17 @@ class Framer:
                 x = b[o]
                 o += 1
                 if sh and not x:
-                    raise malformed("non-minimal remaining length")  # [MQTT-1.5.5-1]
+                    raise malformed()  # [MQTT-1.5.5-1] remaining length not minimal
                 rl |= (x & 0x7F) << sh
                 if x < 0x80:
                     L = o - r + rl
                     if L > self.max:
                         # Refused before anything more is read (MQTT 5: DISCONNECT 0x95)
-                        raise MQTTError(PACKET_TOO_LARGE, "packet larger than maximum packet size")
+                        raise MQTTError(PACKET_TOO_LARGE)
                     break
                 sh += 7
                 if sh == 28:
-                    raise malformed("remaining length longer than 4 bytes")  # [U-1.5.5-a]
+                    raise malformed()  # [U-1.5.5-a] remaining length over 4 bytes
             if L and r + L <= w:
                 self.first = b[r]
                 self.off = o

@@ -8,14 +8,27 @@
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 from .codec import (malformed, protocol_error, check_first, check_filter,
-                    put_vbi, put_u16, put_str, str_len, bin_len, vbi_size, topic_len,
-                    CONNECT, CONNACK, PUBLISH, PUBACK, PUBCOMP, SUBSCRIBE, SUBACK,
-                    UNSUBSCRIBE, UNSUBACK, DISCONNECT, AUTH)
+                    put_vbi, put_u16, put_str, str_len, bin_len, vbi_size, topic_len)
 from . import props as _props
 from .publish import total, decode_publish, decode_ack
+
+# Packet types (codec.CONNECT...): local consts cost no RAM, imported names do
+_CONNECT = const(1)
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBCOMP = const(7)
+_SUBSCRIBE = const(8)
+_SUBACK = const(9)
+_UNSUBSCRIBE = const(10)
+_UNSUBACK = const(11)
+_DISCONNECT = const(14)
+_AUTH = const(15)
+_WILL = const(0)  # props.WILL
+_SUBSCRIPTION_ID = const(0x0B)  # props.SUBSCRIPTION_ID
 
 
 _SUBACK_V4 = b"\x00\x01\x02\x80"
@@ -29,22 +42,17 @@ _CONNACK_V5 = (b"\x00\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8c\x90\x95\x9
                b"\x99\x9a\x9b\x9c\x9d\x9f")
 
 
-def _check_version(v):
-    if v != 4 and v != 5:
-        raise ValueError("protocol level must be 4 (3.1.1) or 5 (5.0)")
-
-
 def _props_len(v, props, where):
     if v < 5:
         if props:
-            raise ValueError("properties need MQTT 5")
+            raise ValueError("need MQTT5")  # properties
         return 0
     return _props.size(props, where)
 
 
 def _head(buf, off, first, rl):
     if off + total(rl) > len(buf):
-        raise ValueError("buffer too small for packet")
+        raise ValueError("no room")  # buffer too small
     buf[off] = first
     return put_vbi(buf, off + 1, rl)
 
@@ -74,18 +82,19 @@ class Will:
 
 
 def _connect_rl(v, client_id, props, will, username, password):
-    _check_version(v)
-    rl = 10 + _pl(v, _props_len(v, props, CONNECT)) + 2 + str_len(client_id)
+    if v != 4 and v != 5:
+        raise ValueError("version")  # protocol level: 4 (3.1.1) or 5 (5.0)
+    rl = 10 + _pl(v, _props_len(v, props, _CONNECT)) + 2 + str_len(client_id)
     if will:
         if not 0 <= will.qos <= 2:
-            raise ValueError("will QoS must be 0..2")
-        rl += _pl(v, _props_len(v, will.props, _props.WILL))
+            raise ValueError("bad QoS")  # will
+        rl += _pl(v, _props_len(v, will.props, _WILL))
         rl += 2 + topic_len(will.topic) + 2 + bin_len(will.payload)  # [MQTT-4.7.0-1]
     if username is not None:
         rl += 2 + str_len(username)
     if password is not None:
         if username is None and v < 5:
-            raise ValueError("3.1.1 needs a username with a password")  # [MQTT-3.1.2-22]
+            raise ValueError("need user")  # [MQTT-3.1.2-22] 3.1.1: password needs username
         rl += 2 + bin_len(password)
     return rl
 
@@ -99,8 +108,8 @@ def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None,
                    username=None, password=None):
     rl = _connect_rl(v, client_id, props, will, username, password)
     if not 0 <= keepalive <= 0xFFFF:
-        raise ValueError("keepalive must be 0..65535")
-    o = _head(buf, off, CONNECT << 4, rl)
+        raise ValueError("keepalive")  # 0..65535
+    o = _head(buf, off, _CONNECT << 4, rl)
     o = put_str(buf, o, "MQTT", 4)
     buf[o] = v
     flags = 0x02 if clean else 0
@@ -112,10 +121,10 @@ def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None,
         flags |= 0x40
     buf[o + 1] = flags
     o = put_u16(buf, o + 2, keepalive)
-    o = _put_props(buf, o, v, props, _props_len(v, props, CONNECT))
+    o = _put_props(buf, o, v, props, _props_len(v, props, _CONNECT))
     o = put_str(buf, o, client_id, str_len(client_id))
     if will:
-        o = _put_props(buf, o, v, will.props, _props_len(v, will.props, _props.WILL))
+        o = _put_props(buf, o, v, will.props, _props_len(v, will.props, _WILL))
         o = put_str(buf, o, will.topic, str_len(will.topic))
         o = put_str(buf, o, will.payload, len(will.payload))
     if username is not None:
@@ -125,74 +134,44 @@ def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None,
     return o - off
 
 
-# ---- CONNACK ---------------------------------------------------------------
-
-def decode_connack(pkt, v):
-    cur = pkt.cur
-    flags = cur.u8()
-    if flags & 0xFE:
-        raise malformed("reserved CONNACK flags")  # [MQTT-3.2.2-1]
-    pkt.sp = flags
-    pkt.reason = cur.u8()
-    if pkt.reason not in (_CONNACK_V5 if v >= 5 else _CONNACK_V4):
-        raise malformed("unknown CONNACK reason code")
-    if pkt.sp and pkt.reason:
-        raise malformed("session present with an error")  # [MQTT-3.2.2-6]
-    if v >= 5:
-        _props.parse(pkt.props, cur, CONNACK)
-    else:
-        pkt.props.clear()
-
-
 # ---- SUBSCRIBE / SUBACK / UNSUBSCRIBE / UNSUBACK -----------------------------
 
-def _filters_len(v, filters, with_options):
+def _sub_rl(v, pid, filters, props, where):
+    """Remaining length of a SUBSCRIBE (filters are (filter, options) pairs)
+    or UNSUBSCRIBE (filters only)."""
+    if not 0 < pid <= 0xFFFF:
+        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
+    if where == _SUBSCRIBE and v >= 5:
+        for p in props or ():
+            if p[0] == _SUBSCRIPTION_ID and p[1] > 268435455:
+                raise ValueError("bad props")  # subscription identifier too large
+    n = 2 + _pl(v, _props_len(v, props, where))
     if not filters:
-        raise ValueError("at least one topic filter")  # [MQTT-3.8.3-2] [MQTT-3.10.3-2]
-    n = 0
+        raise ValueError("no filter")  # [MQTT-3.8.3-2] [MQTT-3.10.3-2]
     for f in filters:
-        if with_options:
+        if where == _SUBSCRIBE:
             opts = f[1]
             f = f[0]
             if opts & 3 == 3 or opts >> 4 > 2 or opts & 0xC0 or (v < 5 and opts & 0xFC):
-                raise ValueError("bad subscription options")  # [MQTT-3.8.3-4] [MQTT-3.8.3-5]
-            if opts & 4 and _is_shared(f):
-                raise ValueError("no local on a shared subscription")  # [MQTT-3.8.3-4]
+                raise ValueError("options")  # [MQTT-3.8.3-4] [MQTT-3.8.3-5]
+            if opts & 4 and (f.startswith("$share/") if type(f) is str
+                             else bytes(f[:7]) == b"$share/"):
+                raise ValueError("options")  # [MQTT-3.8.3-4] no local on $share
             n += 1
         n += 2 + check_filter(f)  # [MQTT-4.7.1-1] [MQTT-4.7.1-2]
     return n
 
 
-def _is_shared(f):
-    if type(f) is str:
-        return f.startswith("$share/")
-    return bytes(f[:7]) == b"$share/"
-
-
-def _check_pid(pid):
-    if not 0 < pid <= 0xFFFF:
-        raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-3]
-
-
-def _sub_rl(v, pid, filters, props, where, with_options):
-    _check_pid(pid)
-    if where == SUBSCRIBE and v >= 5:
-        for p in props or ():
-            if p[0] == _props.SUBSCRIPTION_ID and p[1] > 268435455:
-                raise ValueError("subscription identifier too large")
-    return 2 + _pl(v, _props_len(v, props, where)) + _filters_len(v, filters, with_options)
-
-
 def size_subscribe(v, pid, subs, props=None):
-    return total(_sub_rl(v, pid, subs, props, SUBSCRIBE, True))
+    return total(_sub_rl(v, pid, subs, props, _SUBSCRIBE))
 
 
 def encode_subscribe(buf, off, v, pid, subs, props=None):
     """subs: sequence of (topic filter, options); options = QoS | no local << 2 |
     retain as published << 3 | retain handling << 4 (3.1.1: QoS only)."""
-    rl = _sub_rl(v, pid, subs, props, SUBSCRIBE, True)
-    o = _head(buf, off, (SUBSCRIBE << 4) | 2, rl)
-    o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, SUBSCRIBE))
+    rl = _sub_rl(v, pid, subs, props, _SUBSCRIBE)
+    o = _head(buf, off, (_SUBSCRIBE << 4) | 2, rl)
+    o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, _SUBSCRIBE))
     for f, opts in subs:
         o = put_str(buf, o, f, str_len(f))
         buf[o] = opts
@@ -201,13 +180,13 @@ def encode_subscribe(buf, off, v, pid, subs, props=None):
 
 
 def size_unsubscribe(v, pid, filters, props=None):
-    return total(_sub_rl(v, pid, filters, props, UNSUBSCRIBE, False))
+    return total(_sub_rl(v, pid, filters, props, _UNSUBSCRIBE))
 
 
 def encode_unsubscribe(buf, off, v, pid, filters, props=None):
-    rl = _sub_rl(v, pid, filters, props, UNSUBSCRIBE, False)
-    o = _head(buf, off, (UNSUBSCRIBE << 4) | 2, rl)
-    o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, UNSUBSCRIBE))
+    rl = _sub_rl(v, pid, filters, props, _UNSUBSCRIBE)
+    o = _head(buf, off, (_UNSUBSCRIBE << 4) | 2, rl)
+    o = _put_props(buf, put_u16(buf, o, pid), v, props, _props_len(v, props, _UNSUBSCRIBE))
     for f in filters:
         o = put_str(buf, o, f, str_len(f))
     return o - off
@@ -217,7 +196,7 @@ def _decode_codes(pkt, v, ptype, allowed):
     cur = pkt.cur
     pkt.pid = cur.u16()
     if not pkt.pid:
-        raise malformed("packet id 0")
+        raise malformed()  # packet id 0
     if v >= 5:
         _props.parse(pkt.props, cur, ptype)
     else:
@@ -227,11 +206,11 @@ def _decode_codes(pkt, v, ptype, allowed):
     b = cur.buf
     while cur.pos < cur.end:
         if b[cur.pos] not in allowed:
-            raise malformed("unknown reason code")
+            raise malformed()  # unknown reason code
         cur.pos += 1
-    if ptype == SUBACK or v >= 5:
+    if ptype == _SUBACK or v >= 5:
         if not pkt.data_len:
-            raise protocol_error("no reason codes")
+            raise protocol_error()  # no reason codes
 
 
 # ---- PINGREQ / PINGRESP / DISCONNECT / AUTH --------------------------------
@@ -245,10 +224,10 @@ def encode_ping(buf, off, ptype):
 def _reason_rl(v, reason, props, where, allowed):
     if v < 5:
         if reason or props:
-            raise ValueError("reason codes and properties need MQTT 5")
+            raise ValueError("need MQTT5")  # reason codes, properties
         return 0
     if reason not in allowed:
-        raise ValueError("reason code not allowed here")
+        raise ValueError("bad reason")
     pn = _props.size(props, where)
     if pn:
         return 1 + vbi_size(pn) + pn
@@ -256,7 +235,7 @@ def _reason_rl(v, reason, props, where, allowed):
 
 
 def size_disconnect(v, reason=0, props=None):
-    return total(_reason_rl(v, reason, props, DISCONNECT, _DISCONNECT_V5))
+    return total(_reason_rl(v, reason, props, _DISCONNECT, _DISCONNECT_V5))
 
 
 def _encode_reason(buf, off, v, ptype, reason, props, allowed):
@@ -271,7 +250,7 @@ def _encode_reason(buf, off, v, ptype, reason, props, allowed):
 
 
 def encode_disconnect(buf, off, v, reason=0, props=None):
-    return _encode_reason(buf, off, v, DISCONNECT, reason, props, _DISCONNECT_V5)
+    return _encode_reason(buf, off, v, _DISCONNECT, reason, props, _DISCONNECT_V5)
 
 
 def _decode_reason(pkt, v, ptype, allowed):
@@ -282,7 +261,7 @@ def _decode_reason(pkt, v, ptype, allowed):
         return  # 3.1.1, or the short form: success, no properties
     pkt.reason = cur.u8()
     if pkt.reason not in allowed:
-        raise malformed("unknown reason code")
+        raise malformed()  # unknown reason code
     if cur.pos < cur.end:
         _props.parse(pkt.props, cur, ptype)
 
@@ -299,38 +278,48 @@ def decode(pkt, first, buf, off, end, v):
     pkt.buf = buf
     cur = pkt.cur
     cur.set(buf, off, end)
-    if t == PUBLISH:
+    if t == _PUBLISH:
         decode_publish(pkt, first, v)
         return t
-    if PUBACK <= t <= PUBCOMP:
+    if _PUBACK <= t <= _PUBCOMP:
         decode_ack(pkt, t, v)
         return t
     # No stale properties (the last packet's, or a block whose parse failed)
     # on PINGREQ/PINGRESP/CONNECT; the other decoders reset them too.
     pkt.props.clear()
-    if t == CONNACK:
-        decode_connack(pkt, v)
-    elif t == SUBACK:
+    if t == _CONNACK:
+        flags = cur.u8()
+        if flags & 0xFE:
+            raise malformed()  # [MQTT-3.2.2-1] reserved flags
+        pkt.sp = flags
+        pkt.reason = cur.u8()
+        if pkt.reason not in (_CONNACK_V5 if v >= 5 else _CONNACK_V4):
+            raise malformed()  # unknown reason code
+        if pkt.sp and pkt.reason:
+            raise malformed()  # [MQTT-3.2.2-6] session present with an error
+        if v >= 5:
+            _props.parse(pkt.props, cur, t)
+    elif t == _SUBACK:
         _decode_codes(pkt, v, t, _SUBACK_V5 if v >= 5 else _SUBACK_V4)
-    elif t == UNSUBACK:
+    elif t == _UNSUBACK:
         _decode_codes(pkt, v, t, _UNSUBACK_V5 if v >= 5 else b"")
-    elif t == DISCONNECT:
+    elif t == _DISCONNECT:
         if v < 5 and cur.pos != cur.end:
-            raise malformed("3.1.1 DISCONNECT has no body")
+            raise malformed()  # 3.1.1 DISCONNECT has no body
         _decode_reason(pkt, v, t, _DISCONNECT_V5)
-    elif t == AUTH:
+    elif t == _AUTH:
         _decode_reason(pkt, v, t, _AUTH_V5)
-    elif t == CONNECT or t == SUBSCRIBE or t == UNSUBSCRIBE:
+    elif t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE:
         # Server direction: a client never receives these, so devices never
         # load the module (it is imported here, not at the top).
         from . import server
-        if t == CONNECT:
+        if t == _CONNECT:
             pkt.extra = server.decode_connect(pkt)
         else:
-            pkt.extra = server._take_filters(pkt, v, t == SUBSCRIBE)
+            pkt.extra = server._take_filters(pkt, v, t == _SUBSCRIBE)
     # PINGREQ / PINGRESP have no body
     if cur.pos != cur.end:
-        raise malformed("bytes after the packet")
+        raise malformed()  # bytes after the packet
     return t
 
 
@@ -343,8 +332,8 @@ def decode_packet(pkt, buf, off=0, end=None, v=5):
     cur = pkt.cur
     cur.set(buf, off + 1, end)
     if off >= end:
-        raise malformed("empty packet")
+        raise malformed()  # empty packet
     rl = cur.vbi()
     if cur.pos + rl != end:
-        raise malformed("remaining length does not match the data")
+        raise malformed()  # remaining length does not match the data
     return decode(pkt, buf[off], buf, cur.pos, end, v)

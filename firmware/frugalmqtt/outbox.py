@@ -28,7 +28,7 @@ from .session import OUTBOX_FULL, STORED
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 _MP = sys.implementation.name == "micropython"
 

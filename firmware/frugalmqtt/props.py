@@ -9,11 +9,10 @@ from array import array
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
-from .codec import (MQTTError, malformed, protocol_error, TOPIC_ALIAS_INVALID,
-                    str_len, put_str, put_u16, put_u32, put_vbi, vbi_size,
-                    has_wildcard, bin_len)
+from .codec import (MQTTError, malformed, protocol_error, str_len, put_str, put_u16, put_vbi,
+                    vbi_size, has_wildcard)
 
 # Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)
@@ -45,6 +44,7 @@ SUB_ID_AVAILABLE = const(0x29)
 SHARED_SUB_AVAILABLE = const(0x2A)
 
 _NIDS = const(0x2B)
+_TOPIC_ALIAS_INVALID = const(0x94)  # reason code
 
 # Value types; the *_NZ types must not be 0 and _BOOL only 0 or 1.
 _BYTE = const(1)
@@ -72,12 +72,24 @@ _UA = const(1 << 11)  # UNSUBACK
 _D = const(1 << 14)  # DISCONNECT
 _A = const(1 << 15)  # AUTH
 
-# id -> type (0: no such property)
-_TYPE = bytes((
-    0, _BOOL, _U32, _STR, 0, 0, 0, 0, _STR, _BIN, 0, _VBI_NZ, 0, 0, 0, 0,  # 00-0F
-    0, _U32, _STR, _U16, 0, _STR, _BIN, _BOOL, _U32, _BOOL, _STR, 0, _STR, 0, 0, _STR,  # 10-1F
-    0, _U16_NZ, _U16, _U16, _BOOL, _BOOL, _PAIR, _U32_NZ, _BOOL, _BOOL, _BOOL,  # 20-2A
-))
+# id -> type (0: no such property), by the numbers above (1 _BYTE .. 0x0A
+# _PAIR). A bytes literal, not bytes((_BOOL, ...)): the tuple such a call is
+# built from would stay in RAM as a constant.
+#   01 PAYLOAD_FORMAT bool       02 MESSAGE_EXPIRY u32          03 CONTENT_TYPE str
+#   08 RESPONSE_TOPIC str        09 CORRELATION_DATA bin        0B SUBSCRIPTION_ID vbi
+#   11 SESSION_EXPIRY u32        12 ASSIGNED_CLIENT_ID str      13 SERVER_KEEP_ALIVE u16
+#   15 AUTH_METHOD str           16 AUTH_DATA bin               17 REQUEST_PROBLEM_INFO bool
+#   18 WILL_DELAY u32            19 REQUEST_RESPONSE_INFO bool  1A RESPONSE_INFO str
+#   1C SERVER_REFERENCE str      1F REASON_STRING str           21 RECEIVE_MAXIMUM u16 not 0
+#   22 TOPIC_ALIAS_MAXIMUM u16   23 TOPIC_ALIAS u16             24 MAXIMUM_QOS bool
+#   25 RETAIN_AVAILABLE bool     26 USER_PROPERTY pair          27 MAXIMUM_PACKET_SIZE u32 not 0
+#   28-2A WILDCARD_SUB_AVAILABLE, SUB_ID_AVAILABLE, SHARED_SUB_AVAILABLE bool
+_TYPE = (b"\x00\x02\x05\x08\x00\x00\x00\x00"  # 00-07
+         b"\x08\x09\x00\x07\x00\x00\x00\x00"  # 08-0F
+         b"\x00\x05\x08\x03\x00\x08\x09\x02"  # 10-17
+         b"\x05\x02\x08\x00\x08\x00\x00\x08"  # 18-1F
+         b"\x00\x04\x03\x03\x02\x02\x0a\x06"  # 20-27
+         b"\x02\x02\x02")  # 28-2A
 # id -> packets it may appear in
 _WHERE = (
     0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
@@ -87,89 +99,62 @@ _WHERE = (
 )
 
 
-def _check(pid, where):
-    if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
-        raise ValueError("unknown property id")
-    if not _WHERE[pid] & (1 << where):
-        raise ValueError("property not allowed in this packet")  # [U-2.2.2-a]
-
-
-def _multi(pid, where):
-    # Subscription Identifier repeats only in PUBLISH (one per matching
-    # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
-    return pid == USER_PROPERTY or (pid == SUBSCRIPTION_ID and where == 3)
-
-
-def size(props, where):
+def size(props, where, find=0):
     """Encoded length of a property sequence, not counting its length prefix.
-    Validates ids, value types, duplicates and values (user errors: ValueError)."""
-    if not props:
-        return 0
+    Validates ids, value types, duplicates and values (user errors:
+    ValueError("bad props"), the spec id comment tells which check).
+    With `find` (a property id): the offset of its value within the encoded
+    items instead, or -1 (lets the session patch a stored message expiry)."""
     n = 0
     i = 0
-    for p in props:
+    for p in props or ():
         pid = p[0]
         v = p[1]
-        _check(pid, where)
-        if not _multi(pid, where):
+        if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
+            raise ValueError("bad props")  # unknown id
+        if pid == find:
+            return n + 1
+        if not _WHERE[pid] & (1 << where):
+            raise ValueError("bad props")  # [U-2.2.2-a] not allowed in this packet
+        # Subscription Identifier repeats only in PUBLISH (one per matching
+        # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
+        if pid != USER_PROPERTY and (pid != SUBSCRIPTION_ID or where != 3):
             j = 0
             while j < i:
                 if props[j][0] == pid:
-                    raise ValueError("property given twice")  # [U-3.3.2-c]
+                    raise ValueError("bad props")  # [U-3.3.2-c] given twice
                 j += 1
         t = _TYPE[pid]
         if t <= _BOOL:
             if not 0 <= v <= (1 if t == _BOOL else 255):
-                raise ValueError("byte property out of range")
+                raise ValueError("bad props")  # out of range
             n += 2
         elif t <= _U16_NZ:
             if not (1 if t == _U16_NZ or pid == TOPIC_ALIAS else 0) <= v <= 0xFFFF:
-                raise ValueError("two-byte property out of range")  # [MQTT-3.3.2-8] alias 0
+                raise ValueError("bad props")  # [MQTT-3.3.2-8] alias 0
             n += 3
         elif t <= _U32_NZ:
             if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
-                raise ValueError("four-byte property out of range")
+                raise ValueError("bad props")
             n += 5
         elif t == _VBI_NZ:
             if v < 1:
-                raise ValueError("subscription identifier must be 1..268435455")  # [U-3.3.2-d]
+                raise ValueError("bad props")  # [U-3.3.2-d] must be 1..268435455
             n += 1 + vbi_size(v)
         elif t == _STR:
             if pid == RESPONSE_TOPIC and has_wildcard(v):
-                raise ValueError("wildcard in response topic")  # [MQTT-3.3.2-14]
+                raise ValueError("wildcard")  # [MQTT-3.3.2-14]
             n += 3 + str_len(v)
         elif t == _BIN:
             if type(v) is str:
-                raise TypeError("binary property needs bytes")
-            n += 3 + bin_len(v)
+                raise TypeError("need bytes")  # binary property
+            if len(v) > 65535:
+                raise ValueError("too long")  # [MQTT-1.5.6-1]
+            n += 3 + len(v)
         else:
             n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
         i += 1
-    return n
-
-
-def offset_of(props, pid):
-    """Offset of pid's value within the encoded items of props (after the
-    length prefix), or -1: lets the session patch a stored message expiry."""
-    o = 0
-    for p in props or ():
-        if p[0] == pid:
-            return o + 1
-        t = _TYPE[p[0]]
-        v = p[1]
-        if t <= _BOOL:
-            o += 2
-        elif t <= _U16_NZ:
-            o += 3
-        elif t <= _U32_NZ:
-            o += 5
-        elif t == _VBI_NZ:
-            o += 1 + vbi_size(v)
-        elif t == _PAIR:
-            o += 5 + str_len(v[0]) + str_len(v[1])
-        else:
-            o += 3 + (str_len(v) if t == _STR else len(v))
-    return -1
+    return -1 if find else n
 
 
 def put(buf, o, props):
@@ -188,7 +173,7 @@ def put(buf, o, props):
         elif t <= _U16_NZ:
             o = put_u16(buf, o, v)
         elif t <= _U32_NZ:
-            o = put_u32(buf, o, v)
+            o = put_u16(buf, put_u16(buf, o, v >> 16), v & 0xFFFF)
         elif t == _VBI_NZ:
             o = put_vbi(buf, o, v)
         elif t == _PAIR:
@@ -293,7 +278,11 @@ class Props:
         return out
 
     def user_properties(self):
-        return [v for k, v in self.items() if k == USER_PROPERTY]
+        out = []  # a loop, not a comprehension: one function less to load
+        for p in self.items():
+            if p[0] == USER_PROPERTY:
+                out.append(p[1])
+        return out
 
 
 def _vbi_at(b, o):
@@ -326,9 +315,9 @@ def parse(props, cur, where):
     while cur.pos < end:
         pid = cur.u8()
         if pid >= _NIDS or not _TYPE[pid]:
-            raise malformed("unknown property id")  # [U-2.2.2-a]
+            raise malformed()  # [U-2.2.2-a] unknown id
         if not _WHERE[pid] & (1 << where):
-            raise malformed("property not allowed in this packet")  # [U-2.2.2-a]
+            raise malformed()  # [U-2.2.2-a] not allowed here
         o = cur.pos
         if at[pid] < 0:
             at[pid] = o
@@ -337,27 +326,31 @@ def parse(props, cur, where):
         elif pid == USER_PROPERTY:
             pass
         elif pid != SUBSCRIPTION_ID or where != 3:
-            raise protocol_error("property repeated")  # [U-3.3.2-c]
+            raise protocol_error()  # [U-3.3.2-c] repeated
         t = _TYPE[pid]
         if t <= _BOOL:
             if cur.u8() > 1 and t == _BOOL:
-                raise protocol_error("property must be 0 or 1")
+                raise protocol_error()  # must be 0 or 1
         elif t <= _U16_NZ:
             if cur.u16() == 0 and t == _U16_NZ:
-                raise protocol_error("property must not be 0")
+                raise protocol_error()  # must not be 0
             if pid == TOPIC_ALIAS and cur.buf[o] == 0 and cur.buf[o + 1] == 0:
-                raise MQTTError(TOPIC_ALIAS_INVALID, "topic alias 0")  # [MQTT-3.3.2-8]
+                raise MQTTError(_TOPIC_ALIAS_INVALID)  # [MQTT-3.3.2-8] alias 0
         elif t <= _U32_NZ:
             if cur.u32() == 0 and t == _U32_NZ:
-                raise protocol_error("property must not be 0")
+                raise protocol_error()  # must not be 0
         elif t == _VBI_NZ:
             if cur.vbi() == 0:
-                raise protocol_error("subscription identifier 0")  # [U-3.3.2-d]
+                raise protocol_error()  # [U-3.3.2-d] subscription identifier 0
             props.n_subid += 1
         elif t == _STR:
             s = cur.string()
-            if pid == RESPONSE_TOPIC and _wild_at(cur.buf, s, cur.n):
-                raise protocol_error("wildcard in response topic")  # [MQTT-3.3.2-14]
+            if pid == RESPONSE_TOPIC:
+                e = s + cur.n
+                while s < e:
+                    if cur.buf[s] == 0x2B or cur.buf[s] == 0x23:
+                        raise protocol_error()  # [MQTT-3.3.2-14] wildcard
+                    s += 1
         elif t == _BIN:
             cur.binary()
         else:
@@ -366,12 +359,3 @@ def parse(props, cur, where):
             props.n_user += 1
     cur.end = saved_end
 
-
-def _wild_at(b, o, n):
-    end = o + n
-    while o < end:
-        c = b[o]
-        if c == 0x2B or c == 0x23:
-            return True
-        o += 1
-    return False

@@ -5,12 +5,16 @@
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 from .codec import (Cur, malformed, protocol_error, put_vbi, put_u16, put_raw, vbi_size,
-                    topic_len, PUBLISH, PUBACK, PUBREL, PUBCOMP)
+                    topic_len)
 from . import props as _props
 
+_PUBLISH = const(3)  # packet types (codec.PUBLISH...)
+_PUBACK = const(4)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
 _TOPIC_ALIAS = const(0x23)
 
 # Reason codes allowed in each ack [MQTT-3.4.2-1] [MQTT-3.5.2-1] [MQTT-3.6.2-1] [MQTT-3.7.2-1]
@@ -56,22 +60,22 @@ def total(rl):
 
 def _payload_len(payload):
     if type(payload) is str:
-        raise TypeError("payload must be bytes-like, not str")
+        raise TypeError("need bytes")  # payload
     return len(payload) if payload is not None else 0
 
 
 def _publish_props_len(v, props, alias):
     if v < 5:
         if props or alias:
-            raise ValueError("properties need MQTT 5")
+            raise ValueError("need MQTT5")  # properties
         return 0
-    n = _props.size(props, PUBLISH)
+    n = _props.size(props, _PUBLISH)
     if alias:
         if not 0 < alias <= 0xFFFF:
-            raise ValueError("topic alias must be 1..65535")  # [MQTT-3.3.2-8]
+            raise ValueError("bad alias")  # [MQTT-3.3.2-8] 1..65535
         for p in props or ():
             if p[0] == _TOPIC_ALIAS:
-                raise ValueError("topic alias given twice")  # [U-3.3.2-c]
+                raise ValueError("bad alias")  # [U-3.3.2-c] given twice
         n += 3
     return n
 
@@ -96,14 +100,14 @@ def encode_publish(buf, off, v, topic, payload, qos=0, pid=0, retain=False, dup=
     """Write a PUBLISH at buf[off:]; return its length. With an alias the
     topic may be empty (MQTT 5: the alias then stands for the topic)."""
     if qos < 0 or qos > 2:
-        raise ValueError("QoS must be 0, 1 or 2")  # [MQTT-3.3.1-4]
+        raise ValueError("bad QoS")  # [MQTT-3.3.1-4]
     if qos == 0:
         if pid:
-            raise ValueError("no packet id on QoS 0")  # [MQTT-2.2.1-2]
+            raise ValueError("packet id")  # [MQTT-2.2.1-2] none on QoS 0
         if dup:
-            raise ValueError("DUP must be 0 on QoS 0")  # [MQTT-3.3.1-2]
+            raise ValueError("DUP")  # [MQTT-3.3.1-2] must be 0 on QoS 0
     elif not 0 < pid <= 0xFFFF:
-        raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-3]
+        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
     tn = topic_len(topic, alias > 0)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
     return put_publish(buf, off, v, topic, tn, payload, _payload_len(payload), qos, pid,
                        retain, dup, props, _publish_props_len(v, props, alias), alias)
@@ -119,7 +123,7 @@ def put_publish(buf, off, v, topic, tn, payload, plen, qos, pid, retain, dup, pr
     if v >= 5:
         rl += pn + 1 if pn < 128 else vbi_size(pn) + pn  # [MQTT-2.2.2-1] Property Length always present
     if off + (rl + 2 if rl < 128 else total(rl)) > len(buf):
-        raise ValueError("buffer too small for packet")
+        raise ValueError("no room")  # buffer too small
     buf[off] = 0x30 | (8 if dup else 0) | (qos << 1) | (1 if retain else 0)
     if rl < 128:
         buf[off + 1] = rl
@@ -171,35 +175,35 @@ def decode_publish(pkt, first, v):
     end = o + cur.n
     while o < end:
         if b[o] == 0x2B or b[o] == 0x23:
-            raise protocol_error("wildcard in topic name")  # [MQTT-3.3.2-2]
+            raise protocol_error()  # [MQTT-3.3.2-2] wildcard
         o += 1
     if pkt.qos:
         pkt.pid = cur.u16()
         if not pkt.pid:
-            raise protocol_error("packet id 0")  # [MQTT-2.2.1-3]
+            raise protocol_error()  # [MQTT-2.2.1-3] packet id 0
     else:
         pkt.pid = 0  # [MQTT-2.2.1-2] no packet id on QoS 0
     if v >= 5:
-        _props.parse(pkt.props, cur, PUBLISH)  # [MQTT-2.2.2-1]
+        _props.parse(pkt.props, cur, _PUBLISH)  # [MQTT-2.2.2-1]
         if not pkt.topic_len and not pkt.props.has(_TOPIC_ALIAS):
-            raise protocol_error("empty topic without alias")  # [U-3.3.2-a]
+            raise protocol_error()  # [U-3.3.2-a] empty topic, no alias
     else:
         pkt.props.clear()
         if not pkt.topic_len:
-            raise malformed("empty topic name")  # [MQTT-4.7.3-1]
+            raise malformed()  # [MQTT-4.7.3-1] empty topic
     pkt.data = cur.pos
     pkt.data_len = cur.end - cur.pos
 
 
 def _ack_props_len(v, ptype, reason, props):
-    if ptype < PUBACK or ptype > PUBCOMP:
-        raise ValueError("not an ack type")
+    if ptype < _PUBACK or ptype > _PUBCOMP:
+        raise ValueError("ack type")
     if v < 5:
         if reason or props:
-            raise ValueError("reason codes and properties need MQTT 5")
+            raise ValueError("need MQTT5")  # reason codes, properties
         return 0
-    if reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
-        raise ValueError("reason code not allowed in this ack")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
+    if reason not in (_REL_REASONS if ptype >= _PUBREL else _PUB_REASONS):
+        raise ValueError("bad reason")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
     return _props.size(props, ptype)
 
 
@@ -218,12 +222,12 @@ def size_ack(v, ptype, reason=0, props=None):
 def encode_ack(buf, off, v, ptype, pid, reason=0, props=None):
     """Write PUBACK/PUBREC/PUBREL/PUBCOMP for packet id pid; return its length."""
     if not 0 < pid <= 0xFFFF:
-        raise ValueError("packet id must be 1..65535")  # [MQTT-2.2.1-5]
+        raise ValueError("packet id")  # [MQTT-2.2.1-5] 1..65535
     pn = _ack_props_len(v, ptype, reason, props)
     rl = _ack_rl(v, reason, pn)
     if off + total(rl) > len(buf):
-        raise ValueError("buffer too small for packet")
-    buf[off] = (ptype << 4) | (2 if ptype == PUBREL else 0)  # [MQTT-3.6.1-1]
+        raise ValueError("no room")  # buffer too small
+    buf[off] = (ptype << 4) | (2 if ptype == _PUBREL else 0)  # [MQTT-3.6.1-1]
     o = put_vbi(buf, off + 1, rl)
     o = put_u16(buf, o, pid)
     if rl > 2:
@@ -240,18 +244,18 @@ def decode_ack(pkt, ptype, v):
     cur = pkt.cur
     pkt.pid = cur.u16()
     if not pkt.pid:
-        raise protocol_error("packet id 0")  # [MQTT-2.2.1-5]
+        raise protocol_error()  # [MQTT-2.2.1-5] packet id 0
     pkt.reason = 0
     pkt.props.clear()
     if v < 5:
         if cur.pos != cur.end:
-            raise malformed("3.1.1 ack must be 4 bytes")  # [U-3.4-a]
+            raise malformed()  # [U-3.4-a] 3.1.1: 4 bytes
         return
     if cur.pos < cur.end:
         pkt.reason = cur.u8()
-        if pkt.reason not in (_REL_REASONS if ptype >= PUBREL else _PUB_REASONS):
-            raise malformed("reason code not allowed in this ack")  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
+        if pkt.reason not in (_REL_REASONS if ptype >= _PUBREL else _PUB_REASONS):
+            raise malformed()  # [MQTT-3.4.2-1] [MQTT-3.6.2-1]
         if cur.pos < cur.end:
             _props.parse(pkt.props, cur, ptype)
     if cur.pos != cur.end:
-        raise malformed("bytes after the ack")
+        raise malformed()  # bytes after the ack

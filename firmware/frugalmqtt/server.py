@@ -12,11 +12,16 @@ from .codec import (MQTTError, malformed, protocol_error, check_filter, put_u16,
                     CONNECT, CONNACK, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, AUTH)
 from . import props as _props
 from .publish import total
-from .control import (Will, _props_len, _head, _put_props, _pl, _check_pid, _reason_rl,
+from .control import (Will, _props_len, _head, _put_props, _pl, _reason_rl,
                       _encode_reason, _SUBACK_V4, _SUBACK_V5, _UNSUBACK_V5, _AUTH_V5,
                       _CONNACK_V4, _CONNACK_V5)
 
 UNSUPPORTED_PROTOCOL_VERSION = const(0x84)
+
+
+def _check_pid(pid):
+    if not 0 < pid <= 0xFFFF:
+        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
 
 
 # ---- CONNECT ---------------------------------------------------------------

@@ -8,7 +8,7 @@
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 try:
     from time import ticks_ms, ticks_diff
@@ -22,10 +22,7 @@ except ImportError:  # CPython
         return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 from array import array
-from .codec import (MQTTError, Framer, check_utf8, protocol_error, topic_len, put_vbi, put_raw,
-                    CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK, UNSUBACK,
-                    PINGREQ, PINGRESP, DISCONNECT, RECEIVE_MAXIMUM_EXCEEDED,
-                    TOPIC_ALIAS_INVALID, PAYLOAD_FORMAT_INVALID)
+from .codec import MQTTError, Framer, check_utf8, protocol_error, topic_len, put_vbi, put_raw
 from .publish import (Packet, encode_ack, put_publish, publish_rl, total, _publish_props_len)
 from . import control as _ctl
 from . import props as _p
@@ -50,10 +47,52 @@ SESSION_LOST = const(-3)  # server had no session: QoS 2 release lost with it
 
 _SEQ_WRAP = const(0x1FFFFFFF)  # renumber before leaving 32-bit small ints
 _NO_LIMIT = const(268435460)  # largest possible MQTT packet
-_TOPIC_ALIAS = const(0x23)  # the property id
-_PID_NOT_FOUND = const(0x92)
+# Packet types (codec.CONNACK...) and property ids (props.*) as local
+# consts: they take no RAM, where an imported name is a global
+_CONNACK = const(2)
+_PUBLISH = const(3)
+_PUBACK = const(4)
+_PUBREC = const(5)
+_PUBREL = const(6)
+_PUBCOMP = const(7)
+_SUBACK = const(9)
+_UNSUBACK = const(11)
+_PINGREQ = const(12)
+_PINGRESP = const(13)
+_DISCONNECT = const(14)
+_PAYLOAD_FORMAT = const(0x01)
+_MESSAGE_EXPIRY = const(0x02)
+_SUBSCRIPTION_ID = const(0x0B)
+_SESSION_EXPIRY = const(0x11)
+_ASSIGNED_CLIENT_ID = const(0x12)
+_SERVER_KEEP_ALIVE = const(0x13)
+_RECEIVE_MAXIMUM = const(0x21)
+_TOPIC_ALIAS_MAXIMUM = const(0x22)
+_TOPIC_ALIAS = const(0x23)
+_MAXIMUM_QOS = const(0x24)
+_RETAIN_AVAILABLE = const(0x25)
+_MAXIMUM_PACKET_SIZE = const(0x27)
+# Reason codes
 _IMPL_ERROR = const(0x83)
+_PID_NOT_FOUND = const(0x92)
+_RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
+_TOPIC_ALIAS_INVALID = const(0x94)
+_PAYLOAD_FORMAT_INVALID = const(0x99)
 _NO_TOPIC = object()  # no topic checked yet (any topic is another object)
+
+
+def _check_props(props, payload):
+    """What Session.publish() refuses in props, besides props.size()'s checks."""
+    for p in props:
+        if p[0] == _SUBSCRIPTION_ID:
+            raise ValueError("bad props")  # [MQTT-3.3.4-6] never sent by a client
+        if p[0] == _TOPIC_ALIAS:
+            raise ValueError("bad props")  # aliases are the session's
+        if p[0] == _PAYLOAD_FORMAT and p[1] == 1:
+            try:
+                check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
+            except MQTTError:
+                raise ValueError("bad UTF-8")  # payload format 1
 
 
 class Message:
@@ -113,9 +152,9 @@ class Session:
                  slot_size=256, inbound=8, aliases_out=8, aliases_in=4, alias_topic_max=64,
                  clock=ticks_ms):
         if version != 4 and version != 5:
-            raise ValueError("version must be 4 (3.1.1) or 5 (5.0)")
+            raise ValueError("version")  # 4 (3.1.1) or 5 (5.0)
         if not 0 < slots <= 65535 or not 0 < inbound <= 65535:
-            raise ValueError("slots and inbound must be 1..65535")
+            raise ValueError("slots")  # slots and inbound: 1..65535
         self.client_id = client_id
         self.write = write
         self.version = version
@@ -209,12 +248,12 @@ class Session:
         self.keepalive_ms = keepalive * 1000
         cp = props
         if self.version >= 5:
-            cp = [(_p.RECEIVE_MAXIMUM, self.inbound),
-                  (_p.MAXIMUM_PACKET_SIZE, self.framer.max)]
+            cp = [(_RECEIVE_MAXIMUM, self.inbound),
+                  (_MAXIMUM_PACKET_SIZE, self.framer.max)]
             if self.a_in_max:
-                cp.append((_p.TOPIC_ALIAS_MAXIMUM, self.a_in_max))
+                cp.append((_TOPIC_ALIAS_MAXIMUM, self.a_in_max))
             if session_expiry is not None:
-                cp.append((_p.SESSION_EXPIRY, session_expiry))
+                cp.append((_SESSION_EXPIRY, session_expiry))
             for p in props or ():
                 cp.append(p)
         n = _ctl.encode_connect(self.tx, 0, self.version, self.client_id, keepalive, clean, cp,
@@ -227,70 +266,64 @@ class Session:
             self.lost()
             raise ServerError(pkt.reason)  # [MQTT-4.13.2-1] the caller closes
         if pkt.sp and self.clean:
-            raise protocol_error("session present after clean start")  # [MQTT-3.2.2-4]
+            raise protocol_error()  # [MQTT-3.2.2-4] session present after clean start
         if self.version >= 5:
             pr = pkt.props
-            self.server_receive_max = pr.get_int(_p.RECEIVE_MAXIMUM, 65535)
-            self.server_max_qos = pr.get_int(_p.MAXIMUM_QOS, 2)
-            self.retain_available = pr.get_int(_p.RETAIN_AVAILABLE, 1) == 1
-            self.server_max_packet = pr.get_int(_p.MAXIMUM_PACKET_SIZE, _NO_LIMIT)
+            self.server_receive_max = pr.get_int(_RECEIVE_MAXIMUM, 65535)
+            self.server_max_qos = pr.get_int(_MAXIMUM_QOS, 2)
+            self.retain_available = pr.get_int(_RETAIN_AVAILABLE, 1) == 1
+            self.server_max_packet = pr.get_int(_MAXIMUM_PACKET_SIZE, _NO_LIMIT)
             # No Topic Alias Maximum: no aliases [MQTT-3.2.2-17] [MQTT-3.2.2-18]
-            self.a_out_max = min(pr.get_int(_p.TOPIC_ALIAS_MAXIMUM, 0), len(self.a_out))
-            ka = pr.get_int(_p.SERVER_KEEP_ALIVE)
+            self.a_out_max = min(pr.get_int(_TOPIC_ALIAS_MAXIMUM, 0), len(self.a_out))
+            ka = pr.get_int(_SERVER_KEEP_ALIVE)
             if ka is not None:
                 self.keepalive_ms = ka * 1000
-            if pr.has(_p.ASSIGNED_CLIENT_ID):
-                self.client_id = pr.get_str(_p.ASSIGNED_CLIENT_ID)
+            if pr.has(_ASSIGNED_CLIENT_ID):
+                self.client_id = pr.get_str(_ASSIGNED_CLIENT_ID)
         self.connected = True
         self.session_present = pkt.sp
         if not pkt.sp:
-            self._discard_session()  # [MQTT-3.2.2-5]
+            # The server kept no session [MQTT-3.2.2-5]: our session state goes.
+            # Messages it never acknowledged are queued again as new messages
+            # (DUP=0, so nothing is lost); a QoS 2 message whose PUBREC had
+            # arrived is reported SESSION_LOST. Inbound QoS 2 state is dropped.
+            if self.ob:
+                self.ob.inbound(0, False)
+            i = 0
+            while i < self.inbound:
+                self.in_pid[i] = 0
+                i += 1
+            i = 0
+            while i < self.slots:
+                st = self.s_state[i]
+                if st == _WAIT_COMP:
+                    self._free(i, SESSION_LOST)
+                elif st != _FREE:
+                    self.s_state[i] = _QUEUED
+                    self.queued = True
+                    self.store[i * self.slot_size] &= 0xF7
+                i += 1
         # The send quota starts at the server's Receive Maximum [MQTT-4.9.0-1];
         # what is still in flight from the last connection counts against it.
         self.quota = self.server_receive_max - self.in_flight()
-        self._resend()
-        self._pump()
-
-    def _discard_session(self):
-        """The server kept no session [MQTT-3.2.2-5]: our session state goes.
-        Messages it never acknowledged are queued again as new messages (DUP=0,
-        so nothing is lost); a QoS 2 message whose PUBREC had arrived is
-        reported SESSION_LOST. Inbound QoS 2 state is dropped."""
-        if self.ob:
-            self.ob.inbound(0, False)
-        i = 0
-        while i < self.inbound:
-            self.in_pid[i] = 0
-            i += 1
-        i = 0
-        while i < self.slots:
-            st = self.s_state[i]
-            if st == _WAIT_COMP:
-                self._free(i, SESSION_LOST)
-            elif st != _FREE:
-                self.s_state[i] = _QUEUED
-                self.queued = True
-                self.store[i * self.slot_size] &= 0xF7
-            i += 1
-
-    def _resend(self):
-        """On a resumed session resend every unacknowledged PUBREL and PUBLISH
-        with its original packet id, in the original order, PUBLISH with
-        DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times."""
+        # On a resumed session resend every unacknowledged PUBREL and PUBLISH
+        # with its original packet id, in the original order, PUBLISH with
+        # DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times.
         seq = -1
         while self.connected:
             i = self._next(seq, _WAIT_ACK, _WAIT_COMP)
             if i < 0:
-                return
+                break
             seq = self.s_seq[i]
             if self.s_state[i] == _WAIT_COMP:
-                self._send_ack(PUBREL, self.s_pid[i])
+                self._send_ack(_PUBREL, self.s_pid[i])
             elif self.s_state[i] == _WAIT_ACK and self._expire(i):
                 self.quota += 1
             else:  # QoS 2 PUBLISH: expiry no longer applies [MQTT-4.3.3-7]
                 o = i * self.slot_size
                 self.store[o] |= 0x08
                 self._send(self.store, o, self.s_len[i])
+        self._pump()
 
     def disconnect(self, reason=0):
         """Send DISCONNECT; the caller then closes the socket and sends nothing
@@ -376,7 +409,7 @@ class Session:
             # plain packet did (see _encode_now); the checks left are what
             # can change from call to call.
             if type(payload) is str:
-                raise TypeError("payload must be bytes-like, not str")
+                raise TypeError("need bytes")  # payload
             plen = len(payload) if payload is not None else 0
             if plen <= self.c_room and self.connected and (not retain or self.retain_available):
                 tx = self.tx
@@ -413,13 +446,13 @@ class Session:
                 self.last_tx = self.clock()
                 return 0
         if qos < 0 or qos > 2:
-            raise ValueError("QoS must be 0, 1 or 2")
+            raise ValueError("bad QoS")
         if qos > self.server_max_qos:
-            raise ValueError("QoS above the server's Maximum QoS")  # [MQTT-3.2.2-11]
+            raise ValueError("bad QoS")  # [MQTT-3.2.2-11] above the server's Maximum QoS
         if retain and not self.retain_available:
-            raise ValueError("the server has no retained messages")  # [MQTT-3.2.2-14]
+            raise ValueError("retain")  # [MQTT-3.2.2-14] the server has none
         if props:
-            self._check_props(props, payload)
+            _check_props(props, payload)
         # Checked once here; the packets below are written without checking
         # again. An immutable topic is checked once while it stays the last one.
         if topic is not self.c_topic:
@@ -428,7 +461,7 @@ class Session:
             self.c_alias = 0
         tn = self.c_tn
         if type(payload) is str:
-            raise TypeError("payload must be bytes-like, not str")
+            raise TypeError("need bytes")  # payload
         plen = len(payload) if payload is not None else 0
         v = self.version
         pn = _publish_props_len(v, props, 0) if props else 0
@@ -439,18 +472,18 @@ class Session:
             rl += pn + 1 if pn < 128 else publish_rl(v, 0, 0, 0, pn) - 2
         size = rl + 2 if rl < 128 else total(rl)
         if size > self.server_max_packet:
-            raise ValueError("message larger than the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+            raise ValueError("too large")  # [MQTT-3.2.2-15] server's Maximum Packet Size
         if not qos:
             if not self.connected:
                 raise OSError("not connected")
             tx = self.tx
             if size > len(tx):
-                raise ValueError("message larger than tx_size")
+                raise ValueError("tx_size")  # message larger
             self._send(tx, 0, self._encode_now(tx, topic, tn, payload, plen, 0, 0, retain, props,
                                                pn, rl))
             return 0
         if size > self.slot_size:
-            raise ValueError("message larger than slot_size")
+            raise ValueError("slot_size")  # message larger
         if self.queued:
             self._pump()  # older queued messages go first
         st = self.s_state
@@ -494,18 +527,6 @@ class Session:
         else:
             self.queued = True
         return pid
-
-    def _check_props(self, props, payload):
-        for p in props:
-            if p[0] == _p.SUBSCRIPTION_ID:
-                raise ValueError("a client never sends a subscription id")  # [MQTT-3.3.4-6]
-            if p[0] == _p.TOPIC_ALIAS:
-                raise ValueError("topic aliases are assigned by the session")
-            if p[0] == _p.PAYLOAD_FORMAT and p[1] == 1:
-                try:
-                    check_utf8(payload, 0, len(payload))  # [U-3.3.2-b]
-                except MQTTError:
-                    raise ValueError("payload format says UTF-8 but the payload is not")
 
     def _encode_now(self, buf, topic, tn, payload, plen, qos, pid, retain, props, pn, rl):
         """Encode a PUBLISH going out now (rl: its remaining length with the
@@ -567,7 +588,7 @@ class Session:
 
     def _note_expiry(self, i, props):
         """Remember where the stored image holds its Message Expiry Interval."""
-        e = _p.offset_of(props, _p.MESSAGE_EXPIRY)
+        e = _p.size(props, _PUBLISH, _MESSAGE_EXPIRY)
         if e < 0:
             return
         b = self.store
@@ -667,15 +688,10 @@ class Session:
 
     # ---- subscriptions ---------------------------------------------------
 
-    def subscribe(self, subs, props=None):
-        """Send SUBSCRIBE for [(filter, options)]; returns its packet id, or
-        WINDOW_FULL while another SUBSCRIBE/UNSUBSCRIBE awaits its ack."""
-        return self._sub(subs, props, True)
-
-    def unsubscribe(self, filters, props=None):
-        return self._sub(filters, props, False)
-
-    def _sub(self, items, props, sub):
+    def subscribe(self, subs, props=None, unsub=False):
+        """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
+        with unsub=True); returns its packet id, or WINDOW_FULL while another
+        SUBSCRIBE/UNSUBSCRIBE awaits its ack."""
         if not self.connected:
             raise OSError("not connected")
         if self.sub_pid:
@@ -683,13 +699,16 @@ class Session:
         pid = self._new_pid()
         if not pid:
             return WINDOW_FULL
-        if sub:
-            n = _ctl.encode_subscribe(self.tx, 0, self.version, pid, items, props)
+        if unsub:
+            n = _ctl.encode_unsubscribe(self.tx, 0, self.version, pid, subs, props)
         else:
-            n = _ctl.encode_unsubscribe(self.tx, 0, self.version, pid, items, props)
+            n = _ctl.encode_subscribe(self.tx, 0, self.version, pid, subs, props)
         self.sub_pid = pid
         self._send(self.tx, 0, n)
         return pid
+
+    def unsubscribe(self, filters, props=None):
+        return self.subscribe(filters, props, True)
 
     # ---- receiving -------------------------------------------------------
 
@@ -719,28 +738,28 @@ class Session:
                 t = _ctl.decode(pkt, first, b, o, o + f.rl, self.version)
             self.last_rx = self.clock()
             self.ping_out = False
-            if t == PUBLISH:
+            if t == _PUBLISH:
                 self._on_publish()
-            elif t == PUBACK:
+            elif t == _PUBACK:
                 self._ack_done(_WAIT_ACK)
-            elif t == PUBREC:
+            elif t == _PUBREC:
                 self._on_pubrec()
-            elif t == PUBREL:
+            elif t == _PUBREL:
                 self._on_pubrel()
-            elif t == PUBCOMP:
+            elif t == _PUBCOMP:
                 self._ack_done(_WAIT_COMP)
-            elif t == CONNACK:
+            elif t == _CONNACK:
                 self._on_connack()
-            elif t == SUBACK or t == UNSUBACK:
+            elif t == _SUBACK or t == _UNSUBACK:
                 if pkt.pid == self.sub_pid:
                     self.sub_pid = 0
                 if self.on_suback:
                     self.on_suback(pkt)
-            elif t == DISCONNECT:
+            elif t == _DISCONNECT:
                 self.lost()
                 raise ServerError(pkt.reason)  # [MQTT-4.13.2-1]
-            elif t != PINGRESP:
-                raise protocol_error("packet a client never receives")  # AUTH without method too
+            elif t != _PINGRESP:
+                raise protocol_error()  # a client never receives it (AUTH without method too)
             return t
         except MQTTError as e:
             if self.version >= 5:
@@ -766,11 +785,11 @@ class Session:
         reason = 0
         if self.version >= 5:
             self._alias_in(msg)
-            if pkt.props.get_int(_p.PAYLOAD_FORMAT, 0) == 1 and self.check_utf8_payload:
+            if pkt.props.get_int(_PAYLOAD_FORMAT, 0) == 1 and self.check_utf8_payload:
                 try:
                     check_utf8(pkt.buf, pkt.data, pkt.data + pkt.data_len)
                 except MQTTError:
-                    reason = PAYLOAD_FORMAT_INVALID  # [U-3.3.2-b] refused in the ack
+                    reason = _PAYLOAD_FORMAT_INVALID  # [U-3.3.2-b] refused in the ack
         if qos == 2:
             i = 0
             free = -1
@@ -778,14 +797,14 @@ class Session:
                 p = self.in_pid[i]
                 if p == pkt.pid:
                     # Repeated before PUBREL: acknowledge, deliver nothing [MQTT-4.3.3-10]
-                    self._send_ack(PUBREC, pkt.pid)
+                    self._send_ack(_PUBREC, pkt.pid)
                     return
                 if not p and free < 0:
                     free = i
                 i += 1
             if free < 0 and self.version >= 5:
                 # More unacknowledged QoS 2 than our Receive Maximum [U-3.3.4-d]
-                raise MQTTError(RECEIVE_MAXIMUM_EXCEEDED, "receive maximum exceeded")
+                raise MQTTError(_RECEIVE_MAXIMUM_EXCEEDED)
             # 3.1.1 has no Receive Maximum: a server may hold more QoS 2 messages
             # unreleased than we have slots. Then the message is delivered and
             # acknowledged unrecorded: only a resend after a reconnect (its
@@ -799,15 +818,15 @@ class Session:
         # Every PUBLISH is acknowledged, in order of arrival, even when the
         # application failed on it [MQTT-4.5.0-2] [MQTT-4.6.0-2] [MQTT-4.6.0-3]
         if qos == 1 and (not self.manual_ack or reason >= 0x80):
-            self._send_ack(PUBACK, pkt.pid, reason)  # [MQTT-4.3.2-4]
+            self._send_ack(_PUBACK, pkt.pid, reason)  # [MQTT-4.3.2-4]
         elif qos == 2:
-            self._send_ack(PUBREC, pkt.pid, reason)  # [MQTT-4.3.3-8]
+            self._send_ack(_PUBREC, pkt.pid, reason)  # [MQTT-4.3.3-8]
 
     def ack(self, pid):
         """PUBACK a QoS 1 message delivered while manual_ack is set, once the
         application has it safe. Call in delivery order [MQTT-4.6.0-2]; after
         a reconnect the server sends unacknowledged ones again (DUP=1)."""
-        self._send_ack(PUBACK, pid)  # [MQTT-4.3.2-4]
+        self._send_ack(_PUBACK, pid)  # [MQTT-4.3.2-4]
 
     def _deliver(self, msg):
         if self.on_message:
@@ -818,17 +837,17 @@ class Session:
 
     def _alias_in(self, msg):
         """Resolve an inbound Topic Alias [U-3.3.4-a..c]."""
-        a = self.pkt.props.get_int(_p.TOPIC_ALIAS, 0)
+        a = self.pkt.props.get_int(_TOPIC_ALIAS, 0)
         if not a:
             return
         if a > self.a_in_max:
-            raise MQTTError(TOPIC_ALIAS_INVALID, "topic alias above our maximum")  # [U-3.3.4-a]
+            raise MQTTError(_TOPIC_ALIAS_INVALID)  # [U-3.3.4-a] above our maximum
         m = self.alias_topic_max
         o = (a - 1) * m
         n = msg.topic_len
         if n:  # set or replace the mapping [U-3.3.4-b]
             if n > m:
-                raise MQTTError(_IMPL_ERROR, "aliased topic longer than alias_topic_max")
+                raise MQTTError(_IMPL_ERROR)  # aliased topic longer than alias_topic_max
             b = msg.buf
             t = msg.topic_off
             s = self.a_in_topic
@@ -840,7 +859,7 @@ class Session:
         else:
             n = self.a_in_len[a - 1]
             if not n:
-                raise protocol_error("unknown topic alias")  # [U-3.3.4-c]
+                raise protocol_error()  # [U-3.3.4-c] unknown alias
             msg.topic_buf = self.a_in_topic
             msg.topic_off = o
             msg.topic_len = n
@@ -872,9 +891,9 @@ class Session:
         i = self._slot_of(pkt.pid, _WAIT_REC)
         if i < 0:
             if self._slot_of(pkt.pid, _WAIT_COMP) >= 0:
-                self._send_ack(PUBREL, pkt.pid)  # PUBREC repeated: PUBREL again
+                self._send_ack(_PUBREL, pkt.pid)  # PUBREC repeated: PUBREL again
             else:
-                self._send_ack(PUBREL, pkt.pid, _PID_NOT_FOUND)
+                self._send_ack(_PUBREL, pkt.pid, _PID_NOT_FOUND)
             return
         if pkt.reason >= 0x80:
             self._release(i, pkt.reason)  # flow ends, no retransmission [MQTT-4.4.0-2]
@@ -884,7 +903,7 @@ class Session:
         self.s_state[i] = _WAIT_COMP
         if self.ob:
             self.ob.rec(i)
-        self._send_ack(PUBREL, pkt.pid)
+        self._send_ack(_PUBREL, pkt.pid)
 
     def _on_pubrel(self):
         pkt = self.pkt
@@ -894,10 +913,10 @@ class Session:
                 self.in_pid[i] = 0
                 if self.ob:
                     self.ob.inbound(pkt.pid, False)
-                self._send_ack(PUBCOMP, pkt.pid)  # [MQTT-4.3.3-11]
+                self._send_ack(_PUBCOMP, pkt.pid)  # [MQTT-4.3.3-11]
                 return
             i += 1
-        self._send_ack(PUBCOMP, pkt.pid, _PID_NOT_FOUND)
+        self._send_ack(_PUBCOMP, pkt.pid, _PID_NOT_FOUND)
 
     # ---- keep-alive ------------------------------------------------------
 
@@ -908,19 +927,16 @@ class Session:
         if not self.connected or not self.keepalive_ms:
             return
         now = self.clock()
-        if self.ping_out:
-            if ticks_diff(now, self.ping_t) >= self._ping_timeout():
+        if self.ping_out:  # PINGRESP awaited for half the keep-alive, at least 1 s
+            if ticks_diff(now, self.ping_t) >= max(self.keepalive_ms // 2, 1000):
                 self.lost()
-                raise OSError("keep-alive timeout")
+                raise OSError("keepalive")  # no PINGRESP
         elif (ticks_diff(now, self.last_tx) >= self.keepalive_ms
               or ticks_diff(now, self.last_rx) >= self.keepalive_ms):
-            n = _ctl.encode_ping(self.tx, 0, PINGREQ)
+            n = _ctl.encode_ping(self.tx, 0, _PINGREQ)
             self._send(self.tx, 0, n)
             self.ping_out = True
             self.ping_t = now
-
-    def _ping_timeout(self):
-        return max(self.keepalive_ms // 2, 1000)
 
     def next_timeout(self):
         """Milliseconds until tick() has work, or -1 with no keep-alive."""
@@ -928,6 +944,6 @@ class Session:
             return -1
         now = self.clock()
         if self.ping_out:
-            return max(0, self._ping_timeout() - ticks_diff(now, self.ping_t))
+            return max(0, max(self.keepalive_ms // 2, 1000) - ticks_diff(now, self.ping_t))
         d = self.keepalive_ms - max(ticks_diff(now, self.last_tx), ticks_diff(now, self.last_rx))
         return max(0, d)

@@ -19,10 +19,9 @@ class Transport:
             s.settimeout(timeout_ms / 1000)
             s.connect(addr)
             try:  # every packet leaves in one write: don't let Nagle hold it
-                # The unix port's socket module has no IPPROTO_TCP/TCP_NODELAY
-                # names but takes the numbers (6 and 1 on Linux, BSD and lwIP)
-                s.setsockopt(getattr(socket, "IPPROTO_TCP", 6),
-                             getattr(socket, "TCP_NODELAY", 1), 1)
+                # IPPROTO_TCP, TCP_NODELAY by number: the unix port's socket
+                # module lacks the names; 6 and 1 on Linux, BSD, lwIP, Windows
+                s.setsockopt(6, 1, 1)
             except (AttributeError, OSError):
                 pass  # a port without TCP_NODELAY
             if ssl_context is not None:
@@ -67,7 +66,8 @@ class Transport:
         end = off + n
         while True:
             if k is None:
-                self._wait(self.wpoller, 5000, "write timed out")
+                if not self._ready(self.wpoller, 5000):
+                    raise OSError("write timed out")
             elif k == 0:
                 raise OSError("connection closed")
             else:
@@ -86,19 +86,13 @@ class Transport:
 
     def wait_readable(self, timeout_ms):
         """Block up to timeout_ms (-1: forever) for data; True if readable."""
-        if _MP:
-            for _ in self.poller.ipoll(timeout_ms):
-                return True
-            return False
-        try:
-            pending = self.sock.pending()  # TLS may hold decrypted bytes
-        except AttributeError:
-            pending = 0
-        return bool(pending) or bool(self.poller.poll(timeout_ms))
-
-    def _wait(self, poller, timeout_ms, why):
-        if not self._ready(poller, timeout_ms):
-            raise OSError(why)
+        if not _MP:
+            try:
+                if self.sock.pending():  # CPython TLS may hold decrypted bytes
+                    return True
+            except AttributeError:
+                pass
+        return self._ready(self.poller, timeout_ms)
 
     def _ready(self, poller, timeout_ms):
         if _MP:

@@ -408,7 +408,7 @@ def lite_client(p, name, port=None, **kw):
 def lite_pubsub(p):
     """lite.Publisher sends n messages at each QoS, a retained one with MQTT 5
     properties, and clears it; paho on the test side receives."""
-    from frugalmqtt.lite import props
+    from frugalmqtt.liteprops import props
     topic = p["topic"]
     c = lite_client(p, "pub", slots=4)
     done = Done(c)

@@ -1,0 +1,38 @@
+# What MicroPython has built in, for the modules running on CPython (host
+# tests and the host simulator). Never installed on a device.
+from time import monotonic
+
+
+def const(x):
+    return x
+
+
+def ticks_ms():
+    return int(monotonic() * 1000)
+
+
+def ticks_diff(a, b):
+    return a - b
+
+
+class Stream:
+    """A CPython socket with the MicroPython stream calls lite.Publisher uses
+    (readinto, write with an offset) and its poller (ipoll)."""
+
+    def __init__(self, sock, poller):
+        self.sock = sock
+        self.poller = poller
+
+    def readinto(self, buf, n):
+        return self.sock.recv_into(buf, n)
+
+    def write(self, b, o, n):
+        return self.sock.send(memoryview(b)[o:o + n])
+
+    def close(self):
+        self.sock.close()
+
+    def ipoll(self, ms):
+        pending = getattr(self.sock, "pending", None)  # TLS holds decrypted bytes
+        if pending and pending() or self.poller.poll(ms):
+            yield self.sock

@@ -1,0 +1,30 @@
+# frugalmqtt.liteprops: MQTT 5 PUBLISH properties for lite.Publisher, encoded
+# once. In a module of its own so a device that sends none does not hold it.
+from .lite import _field
+
+
+def props(content_type=None, expiry=None, utf8=False, response_topic=None,
+          correlation=None, user=()):
+    """MQTT 5 PUBLISH properties for publish(props=...), encoded once with
+    their length. user: (name, value) pairs, order kept. Topic Alias and
+    Subscription Identifier are not offered: lite sends neither [MQTT-3.3.4-6]."""
+    b = bytearray()
+    if utf8:
+        b += b"\x01\x01"
+    if expiry is not None:
+        b += b"\x02" + expiry.to_bytes(4, "big")
+    for pid, s in ((3, content_type), (8, response_topic), (9, correlation)):
+        if s is not None:
+            if pid == 8 and ("+" in s or "#" in s):
+                raise ValueError("wildcard in response topic")  # [MQTT-3.3.2-14]
+            _field(b, pid, s)
+    for k, v in user:
+        _field(b, 0x26, k)
+        _field(b, -1, v)
+    n = len(b)
+    h = bytearray()
+    while True:  # the length, a Variable Byte Integer
+        h.append(n & 0x7F | (0x80 if n > 127 else 0))
+        n >>= 7
+        if not n:
+            return bytes(h + b)
