@@ -6,7 +6,7 @@
 try:
     from micropython import const
 except ImportError:
-    const = lambda x: x  # CPython
+    const = int  # CPython
 
 from .codec import (MQTTError, malformed, protocol_error, check_filter, put_u16,
                     CONNECT, CONNACK, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, AUTH)
