@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 FIRMWARE = REPO / "firmware"
 SCRIPT = REPO / "bench" / "codec_bench_mp.py"
 RESULTS = REPO / "bench" / "results"
-CODEC_MODULES = ("__init__", "codec", "props", "publish", "control")
+CODEC_MODULES = ("__init__", "err", "codec", "props", "publish", "control")
 HEAPSIZE = "2m"
 
 OP_LABELS = {

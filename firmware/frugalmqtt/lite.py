@@ -278,7 +278,11 @@ class Publisher:
         b[_HEAD] = n >> 8
         b[_HEAD + 1] = n & 0xFF
         try:
-            o = self._text(b, _HEAD + 2, topic)
+            if type(topic) is str:
+                o = self._text(b, _HEAD + 2, topic)
+            else:  # bytes: copied inline, the common case kept fast
+                o = _HEAD + 2 + n
+                b[_HEAD + 2:o] = topic
             pid = 0
             if qos:
                 # a non-zero id no flow in the table uses [MQTT-2.2.1-3]; ends
@@ -300,10 +304,23 @@ class Publisher:
                 else:
                     b[o] = 0
                     o += 1
-            o = self._text(b, o, payload)
+            if type(payload) is str:
+                o = self._text(b, o, payload)
+            else:
+                n = len(payload)
+                if o + n > len(b):
+                    raise IndexError
+                b[o:o + n] = payload
+                o += n
         except IndexError:
             raise ValueError("packet larger than max_packet")
-        s = self._seal(b, o, 0x30 | qos << 1 | (1 if retain else 0))
+        n = o - _HEAD
+        if n < 128:  # the fixed header inline: the common case kept fast
+            s = _HEAD - 2
+            b[s] = 0x30 | qos << 1 | (1 if retain else 0)
+            b[_HEAD - 1] = n
+        else:
+            s = self._seal(b, o, 0x30 | qos << 1 | (1 if retain else 0))
         if o - s > self.server_max:
             raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
         if not qos:
