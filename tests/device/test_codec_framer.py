@@ -270,17 +270,19 @@ class Stream:
         return k
 
 
-def _read_all(f, s):
-    """read_from until EOF; returns (packets, number of False returns)."""
+def _read_all(f, s, packet=False):
+    """read_from (read_packet if packet) until EOF; returns (packets, number
+    of False returns)."""
+    read = f.read_packet if packet else f.read_from
     got = []
     falses = 0
     while True:
         try:
-            r = f.read_from(s)
+            r = read(s)
         except EOFError:
             return got, falses
         if r:
-            got.append(_got(f))
+            got.append(_got_at(f) if packet else _got(f))
         else:
             assert r is False
             falses += 1
@@ -393,27 +395,10 @@ def _got_at(f):
     return (f.first, f.rl, bytes(f.buf[f.off:f.off + f.rl]))
 
 
-def _take_all(f, s):
-    """read_packet until EOF; returns (packets, number of False returns)."""
-    got = []
-    falses = 0
-    while True:
-        try:
-            r = f.read_packet(s)
-        except EOFError:
-            return got, falses
-        if r:
-            got.append(_got_at(f))
-        else:
-            assert r is False
-            falses += 1
-            assert falses < 10000
-
-
 def test_read_packet_whole_stream():
     f = codec.Framer(512)
     s = Stream([STREAM])
-    got, falses = _take_all(f, s)
+    got, falses = _read_all(f, s, True)
     assert falses == 0
     _check_decodes(got)
     # f.c bytes at a time, or the rest of the large packet: far fewer reads
@@ -440,7 +425,7 @@ def test_read_packet_nonblocking_chunks_same_packets():
         for i in range(0, len(STREAM), size):
             chunks.append(STREAM[i:i + size])
             chunks.append(None)  # EAGAIN between every chunk
-        got, falses = _take_all(f, Stream(chunks))
+        got, falses = _read_all(f, Stream(chunks), True)
         _check_decodes(got)
         f.reset()
 
@@ -451,7 +436,7 @@ def test_read_packet_every_two_way_split():
     want = [_split(p) for p in (P_SMALL, P_BIG, P_ACK, P_PING)]
     for cut in range(1, len(data)):
         f.reset()
-        got, falses = _take_all(f, Stream([data[:cut], None, data[cut:]]))
+        got, falses = _read_all(f, Stream([data[:cut], None, data[cut:]]), True)
         assert got == want, cut
 
 
@@ -467,7 +452,7 @@ def test_read_packet_every_three_way_split_small_framer():
     for a in range(1, len(data), 3):
         for b in range(a + 1, len(data), 5):
             f.reset()
-            got, falses = _take_all(f, Stream([data[:a], None, data[a:b], None, data[b:]]))
+            got, falses = _read_all(f, Stream([data[:a], None, data[a:b], None, data[b:]]), True)
             assert got == want, (a, b)
 
 
@@ -483,7 +468,7 @@ def test_read_packet_large_packet_in_many_pieces():
             chunks.append(data[i:i + step])
             chunks.append(None)
         f.reset()
-        got, falses = _take_all(f, Stream(chunks))
+        got, falses = _read_all(f, Stream(chunks), True)
         assert got == [_split(p) for p in (P_ACK, P_BIG, P_SMALL, P_BIG)], step
 
 
@@ -543,7 +528,7 @@ def test_read_packet_eof():
 
 def test_read_packet_tiny_max_packet():
     f = codec.Framer(4)
-    got, falses = _take_all(f, Stream([P_PING + unhex("40 02 00 07") + P_PING]))
+    got, falses = _read_all(f, Stream([P_PING + unhex("40 02 00 07") + P_PING]), True)
     assert got == [(0xD0, 0, b""), (0x40, 2, b"\x00\x07"), (0xD0, 0, b"")]
     raises(codec.MQTTError, codec.Framer(4).read_packet, Stream([P_ACK]))
 
