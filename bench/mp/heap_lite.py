@@ -8,7 +8,7 @@ from frugalmqtt.lite import Publisher
 
 gc.collect()
 before = gc.mem_alloc()
-c = Publisher("b-heap", sys.argv[1], int(sys.argv[2]), int(sys.argv[4]) if len(sys.argv) > 4 else 5,
+c = Publisher("b-heap-lite", sys.argv[1], int(sys.argv[2]), int(sys.argv[4]) if len(sys.argv) > 4 else 5,
               timeout_ms=5000, slots=8, max_packet=128, rx_size=64)
 gc.collect()
 built = gc.mem_alloc() - before  # the client object with all its buffers
