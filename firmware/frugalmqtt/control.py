@@ -83,7 +83,7 @@ class Will:
 
 def _connect_rl(v, client_id, props, will, username, password):
     if v != 4 and v != 5:
-        raise ValueError("version")  # protocol level: 4 (3.1.1) or 5 (5.0)
+        raise ValueError("version: 4 or 5")  # protocol level: 3.1.1 or 5.0
     rl = 10 + _pl(v, _props_len(v, props, _CONNECT)) + 2 + str_len(client_id)
     if will:
         if not 0 <= will.qos <= 2:
@@ -108,7 +108,7 @@ def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None,
                    username=None, password=None):
     rl = _connect_rl(v, client_id, props, will, username, password)
     if not 0 <= keepalive <= 0xFFFF:
-        raise ValueError("keepalive")  # 0..65535
+        raise ValueError("keepalive: 0..65535")
     o = _head(buf, off, _CONNECT << 4, rl)
     o = put_str(buf, o, "MQTT", 4)
     buf[o] = v
@@ -153,10 +153,10 @@ def _sub_rl(v, pid, filters, props, where):
             opts = f[1]
             f = f[0]
             if opts & 3 == 3 or opts >> 4 > 2 or opts & 0xC0 or (v < 5 and opts & 0xFC):
-                raise ValueError("options")  # [MQTT-3.8.3-4] [MQTT-3.8.3-5]
+                raise ValueError("bad sub options")  # [MQTT-3.8.3-4] [MQTT-3.8.3-5]
             if opts & 4 and (f.startswith("$share/") if type(f) is str
                              else bytes(f[:7]) == b"$share/"):
-                raise ValueError("options")  # [MQTT-3.8.3-4] no local on $share
+                raise ValueError("bad sub options")  # [MQTT-3.8.3-4] no local on $share
             n += 1
         n += 2 + check_filter(f)  # [MQTT-4.7.1-1] [MQTT-4.7.1-2]
     return n
@@ -272,6 +272,20 @@ def decode(pkt, first, buf, off, end, v):
     """Decode the body buf[off:end] of a packet whose first byte is `first`,
     received on protocol level v. Fills pkt and returns the packet type.
     Anything malformed raises MQTTError with the reason code to send."""
+    if end - off == 2 and (first == 0x40 or first == 0x50 or first == 0x62 or first == 0x70) and (
+            buf[off] or buf[off + 1]):
+        # The common case first: an ack in its short form (reason 0x00, no
+        # properties) [U-3.4.2-a] with valid flags [MQTT-3.6.1-1] and a packet
+        # id, decoded as decode_ack would without its checks
+        t = first >> 4
+        pkt.type = t
+        pkt.first = first
+        pkt.buf = buf
+        pkt.pid = (buf[off] << 8) | buf[off + 1]
+        pkt.reason = 0
+        if pkt.props.nids:
+            pkt.props.clear()
+        return t
     t = check_first(first, v)  # [MQTT-2.1.3-1]
     pkt.type = t
     pkt.first = first

@@ -152,9 +152,9 @@ class Session:
                  slot_size=256, inbound=8, aliases_out=8, aliases_in=4, alias_topic_max=64,
                  clock=ticks_ms):
         if version != 4 and version != 5:
-            raise ValueError("version")  # 4 (3.1.1) or 5 (5.0)
+            raise ValueError("version: 4 or 5")  # 3.1.1 or 5.0
         if not 0 < slots <= 65535 or not 0 < inbound <= 65535:
-            raise ValueError("slots")  # slots and inbound: 1..65535
+            raise ValueError("slots, inbound: 1..65535")
         self.client_id = client_id
         self.write = write
         self.version = version
@@ -438,19 +438,14 @@ class Session:
                         o += 1
                 if plen:
                     tx[o:o + plen] = payload
-                try:  # as _send()
-                    self.write(tx, 0, o + plen)
-                except OSError:
-                    self.lost()
-                    return 0
-                self.last_tx = self.clock()
+                self._send(tx, 0, o + plen)
                 return 0
         if qos < 0 or qos > 2:
             raise ValueError("bad QoS")
         if qos > self.server_max_qos:
             raise ValueError("bad QoS")  # [MQTT-3.2.2-11] above the server's Maximum QoS
         if retain and not self.retain_available:
-            raise ValueError("retain")  # [MQTT-3.2.2-14] the server has none
+            raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
         if props:
             _check_props(props, payload)
         # Checked once here; the packets below are written without checking
@@ -472,18 +467,18 @@ class Session:
             rl += pn + 1 if pn < 128 else publish_rl(v, 0, 0, 0, pn) - 2
         size = rl + 2 if rl < 128 else total(rl)
         if size > self.server_max_packet:
-            raise ValueError("too large")  # [MQTT-3.2.2-15] server's Maximum Packet Size
+            raise ValueError("over server max size")  # [MQTT-3.2.2-15] Maximum Packet Size
         if not qos:
             if not self.connected:
                 raise OSError("not connected")
             tx = self.tx
             if size > len(tx):
-                raise ValueError("tx_size")  # message larger
+                raise ValueError("over tx_size")
             self._send(tx, 0, self._encode_now(tx, topic, tn, payload, plen, 0, 0, retain, props,
                                                pn, rl))
             return 0
         if size > self.slot_size:
-            raise ValueError("slot_size")  # message larger
+            raise ValueError("over slot_size")
         if self.queued:
             self._pump()  # older queued messages go first
         st = self.s_state
@@ -718,24 +713,8 @@ class Session:
         MQTTError [U-4.13.1-a] [MQTT-4.8.0-1]; the caller closes the socket."""
         f = self.framer
         pkt = self.pkt
-        first = f.first
-        b = f.buf
-        o = f.off
         try:
-            if f.rl == 2 and (first == 0x40 or first == 0x50 or first == 0x62 or first == 0x70) and (
-                    b[o] or b[o + 1]):
-                # An ack in its short form (reason 0x00, no properties) [U-3.4.2-a]
-                # with valid flags [MQTT-3.6.1-1] and a packet id: what decode() finds
-                t = first >> 4
-                pkt.type = t
-                pkt.first = first
-                pkt.buf = b
-                pkt.pid = (b[o] << 8) | b[o + 1]
-                pkt.reason = 0
-                if pkt.props.nids:
-                    pkt.props.clear()
-            else:
-                t = _ctl.decode(pkt, first, b, o, o + f.rl, self.version)
+            t = _ctl.decode(pkt, f.first, f.buf, f.off, f.off + f.rl, self.version)
             self.last_rx = self.clock()
             self.ping_out = False
             if t == _PUBLISH:
