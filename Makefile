@@ -108,6 +108,13 @@ size:
 package-json:
 	$(PY) tools/profiles.py
 
+# A ROMFS image of an install profile (firmware built with ROMFS runs its
+# bytecode in place, from flash): build/romfs/$(PROFILE).romfs; put it on a
+# board with `mpremote connect PORT romfs deploy build/romfs/$(PROFILE).romfs`
+.PHONY: romfs
+romfs:
+	$(PY) tools/romfs.py $(PROFILE)
+
 # Put the telemetry firmware on a board and tail it:
 #   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
 # (boards/$(BOARD)/config.json; "$NAME" values come from the environment)
