@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import romfs  # noqa: E402
 FIRMWARE = REPO / "firmware" / "frugalmqtt"
 MP_DIR = REPO / "bench" / "mp"
 RESULTS = REPO / "bench" / "results"
@@ -162,11 +164,13 @@ class MP:
         self.port = port
         self.timeout_s = RUN_TIMEOUT_S
 
-    def run(self, module, *args, heapsize=None, net=True, prefix=(), check=True):
+    def run(self, module, *args, heapsize=None, net=True, prefix=(), check=True, rom=None):
+        """Run bench/mp/<module>.py; with rom=IMAGE through romrun.py, the
+        library's modules imported from that ROMFS image."""
         cmd = list(prefix) + [self.micropython]
         if heapsize:
             cmd += ["-X", "heapsize=%d" % heapsize]
-        cmd += ["-m", module]
+        cmd += ["-m", module] if rom is None else ["-m", "romrun", str(rom), module]
         if net:
             cmd += [self.host, str(self.port)]
         cmd += [str(a) for a in args]
@@ -321,21 +325,44 @@ def measure_alloc(mp, log):
     return res, calib, alias
 
 
-def measure_imports(mp, modules):
+def measure_imports(mp, modules, roms):
+    """Heap after import per profile; ("rom", profile): the same with the
+    modules in a ROMFS image (roms: {"base": image, "lite": image})."""
     out = {}
     for p in ("full", "pub", "core", "lite", "liteprops"):
         _, lines = mp.run("imports", p, *modules, net=False)
         out[p] = (int(pick(lines, "heap", p)[0]), pick(lines, "loaded", p)[0].split(","))
         if p == "full":
             out["modules"] = [(l[1], int(l[2])) for l in lines if l[0] == "module"]
+    for p in ("full", "pub", "lite"):
+        _, lines = mp.run("imports", p, *modules, net=False, rom=roms[ROM_OF[p]])
+        out[("rom", p)] = int(pick(lines, "heap", p)[0])
     return out
 
 
-def heap_run(mp, profile, size, *extra):
+ROM_OF = {"full": "base", "pub": "base", "lite": "lite"}  # profile -> its install profile
+
+
+def rom_images(out):
+    """ROMFS images of the base and lite install profiles (tools/romfs.py)."""
+    paths = {}
+    for profile in ("base", "lite"):
+        paths[profile] = out / (profile + ".romfs")
+        paths[profile].write_bytes(romfs.profile_image(profile))
+    return paths
+
+
+def heap_args(profile):
+    """The heap run of a frugalmqtt profile: script and its arguments."""
     if profile == "lite":  # its own script, as small as a device's main.py
-        r, lines = mp.run("heap_lite", N_HEAP, *extra, heapsize=size, check=False)
-    else:
-        r, lines = mp.run("heap", profile, N_HEAP, *extra, heapsize=size, check=False)
+        return ("heap_lite", N_HEAP)
+    return ("heap", profile, N_HEAP)
+
+
+def heap_run(mp, size, script, *args, rom=None):
+    """One run of a bench/mp heap script under `-X heapsize=size` (rom: its
+    library from that ROMFS image): (passed, why it failed, its "@@" lines)."""
+    r, lines = mp.run(script, *args, heapsize=size, check=False, rom=rom)
     ok = r.returncode == 0 and any(l[:1] == ["ok"] for l in lines)
     why = ""
     if not ok:
@@ -387,12 +414,18 @@ def smallest_heap(run, label, log, hi=HEAP_HI, lo=HEAP_LO, step=HEAP_STEP):
     return hi, fail_why, first
 
 
-def measure_heap(mp, profile, log):
+def measure_heap(mp, profile, log, rom=None):
     """Smallest -X heapsize (HEAP_STEP resolution) that completes the run,
-    confirmed by two more passing runs."""
-    size, fail_why, lines = smallest_heap(lambda n: heap_run(mp, profile, n), profile, log)
+    confirmed by two more passing runs. With rom (a ROMFS image): the
+    heap the image's bytearray takes is already taken off the size."""
+    size, fail_why, lines = smallest_heap(
+        lambda n: heap_run(mp, n, *heap_args(profile), rom=rom),
+        profile + (" (ROMFS)" if rom else ""), log)
     built = int(pick(lines, "client")[0])
     held = int(pick(lines, "held")[0])
+    if rom:
+        image = int(pick(lines, "image")[0])
+        size, held = size - image, held - image
     log("  heap %s: client object %d B, held at the end %d B" % (profile, built, held))
     return size, fail_why, built, held
 
@@ -500,6 +533,11 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
         % "+".join(pub_mods), kb(pub_heap), "≤ 8 KB (publish-only)", pub_heap <= T_IMPORT_PUB)
     row("Heap after import, Session+Transport without client.py (%s)" % "+".join(core_mods),
         kb(core_heap), "≤ 8 KB (publish-only)", core_heap <= T_IMPORT_PUB)
+    rom_note = "– (the targets are for .mpy on the filesystem)"
+    for p, label in (("full", "full client"), ("pub", "MQTTClient used for publishing only"),
+                     ("lite", "publish-only profile (lite.Publisher)")):
+        row("Heap after import, %s, bytecode in place in a ROMFS image" % label,
+            kb(imports[("rom", p)]), rom_note, None)
     for profile, target, label in (
             ("lite", T_HEAP_PUB, "publish-only profile (lite.Publisher, slots=8, max_packet=128)"),
             ("pub", T_HEAP_PUB, "publish-only (MQTTClient, inbound=1, no inbound aliases, "
@@ -510,6 +548,12 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
             "%d B (%s); of it held at the end %s, the client object with its buffers %s"
             % (size, kb(size), kb(held), kb(built)),
             "≤ %d KB" % (target // 1024), size <= target)
+    for profile, label in (("lite", "publish-only profile (lite.Publisher)"),
+                           ("full", "full (also subscribed)")):
+        size, _, built, held = heap[("rom", profile)]
+        row("Smallest `-X heapsize` for the same run, %s, bytecode in place in a ROMFS image "
+            "(the image's own bytes taken off)" % label,
+            "%d B (%s); of it held at the end %s" % (size, kb(size), kb(held)), rom_note, None)
     med = {k: statistics.median(v) for k, v in speed[0].items()}
     rng = {k: "%.0f–%.0f" % (min(v), max(v)) for k, v in speed[0].items()}
     info = speed[1]
@@ -584,6 +628,12 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
 - Heap after import: `gc.collect(); gc.mem_alloc()` before and after the imports.
   The unix port loads `.mpy` bytecode into the heap and has 64-bit objects; a device
   running frozen modules keeps bytecode in flash and has 32-bit objects.
+- ROMFS rows: the install profile's modules in a ROMFS image (`tools/romfs.py`), run
+  through `bench/mp/romrun.py`, which mounts it at /rom with /rom/lib first on
+  `sys.path` as ROMFS firmware does; the bytecode then runs in place, while names
+  (qstrs), function objects and dicts are still made in the heap. A board maps the
+  image from flash; the unix port has no ROM, so romrun reads it into a bytearray and
+  the heap that takes is taken off the smallest heap size.
 - Smallest heap: `micropython -X heapsize=` bisected (%d-byte steps, then confirmed by two
   more passing runs) over `bench/mp/heap.py` (MQTTClient: slots=8 slot_size=128
   max_packet=256 tx_size=256) and `bench/mp/heap_lite.py` (lite.Publisher: slots=8
@@ -636,13 +686,16 @@ def main():
         try:
             mp = MP(micropython, build, "127.0.0.1", broker.port)
             log("client_bench: heap after import")
-            imports = measure_imports(mp, import_order(CLIENT))
+            roms = rom_images(tmp)
+            imports = measure_imports(mp, import_order(CLIENT), roms)
             log("client_bench: allocation per operation")
             alloc, calib, alias = measure_alloc(mp, log)
             log("client_bench: TCP_NODELAY")
             nodelay = measure_nodelay(mp)
             log("client_bench: smallest heap")
             heap = {p: measure_heap(mp, p, log) for p in ("lite", "pub", "full")}
+            for p in ("lite", "full"):
+                heap[("rom", p)] = measure_heap(mp, p, log, rom=roms[ROM_OF[p]])
             log("client_bench: throughput")
             speed = measure_speed(mp, args.repeat, args.ms, args.slots, log)
         finally:

@@ -39,6 +39,7 @@ import client_bench as cb  # noqa: E402
 import fetch_competitors  # noqa: E402
 import mpy  # noqa: E402
 import profiles  # noqa: E402
+import romfs  # noqa: E402
 
 REPO = HERE.parent
 README = REPO / "README.md"
@@ -83,7 +84,8 @@ def compile_dir(files, out):
 
 
 def prepare(tmp, mpy_cross, log):
-    """Compiled directories and .mpy sizes: {lib: (MICROPYPATH, mpy bytes, version)}."""
+    """Compiled directories, .mpy sizes and ROMFS images:
+    {lib: (MICROPYPATH, mpy bytes, version, ROMFS image of the library)}."""
     common = tmp / "common"
     common.mkdir()
     cb.compile_all(mpy_cross, common)  # frugalmqtt + bench/mp scripts, as `make bench`
@@ -92,10 +94,14 @@ def prepare(tmp, mpy_cross, log):
     mpy.build(tmp / "sizes", log=lambda m: None)  # .mpy sizes as `make size` reports them
     sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
+    images = {}
+    for lib, profile in (("frugalmqtt", "base"), (LITE, "lite")):
+        images[lib] = tmp / (profile + ".romfs")
+        images[lib].write_bytes(romfs.profile_image(profile))
     out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
-                          _frugal_version()),
+                          _frugal_version(), images["frugalmqtt"]),
            LITE: (str(common), sum(sizes[m] for m in profiles.PROFILES["lite"]),
-                  _frugal_version())}
+                  _frugal_version(), images[LITE])}
     for lib, (packages, _) in LIBS.items():
         d = tmp / ("lib-" + lib)
         files = []
@@ -104,7 +110,9 @@ def prepare(tmp, mpy_cross, log):
             files += [(p, str(p.relative_to(root))[:-3] + ".mpy") for p in root.rglob("*.py")]
         n = compile_dir(files, d)
         version = ", ".join("%s %s" % (p, got[p][0]) for p in packages)
-        out[lib] = (".frozen:%s:%s:%s" % (common, standins, d), n, version)
+        image = tmp / ("lib-%s.romfs" % lib)
+        image.write_bytes(romfs.tree_image(d))
+        out[lib] = (".frozen:%s:%s:%s" % (common, standins, d), n, version, image)
     return out
 
 
@@ -123,22 +131,21 @@ TIMEOUT_S = {"umqtt.simple": 180, "umqtt.robust": 180}
 def mp_for(lib, path, micropython, port):
     mp = cb.MP(micropython, path, "127.0.0.1", port)
     mp.timeout_s = TIMEOUT_S.get(lib, 30)
-    if lib == LITE:
-        mp.env["BENCH_LITE"] = "1"  # heap_try runs heap_lite.py
-    elif lib != "frugalmqtt":
+    if lib not in ("frugalmqtt", LITE):
         mp.env["BENCH_LIB"] = lib
     return mp
 
 
-def measure_lib(lib, mp, log):
+def measure_lib(lib, mp, image, log):
     r = {}
-    if lib in ("frugalmqtt", LITE):
-        profile = "lite" if lib == LITE else "pub"
-        _, lines = mp.run("imports", profile, net=False)
-        r["import"] = int(cb.pick(lines, "heap", profile)[0])
-    else:
-        _, lines = mp.run("imports", "mods", *LIBS[lib][1], net=False)
-        r["import"] = int(cb.pick(lines, "heap", "mods")[0])
+    for key, rom in (("import", None), ("rom_import", image)):
+        if lib in ("frugalmqtt", LITE):
+            profile = "lite" if lib == LITE else "pub"
+            _, lines = mp.run("imports", profile, net=False, rom=rom)
+        else:
+            profile = "mods"
+            _, lines = mp.run("imports", profile, *LIBS[lib][1], net=False, rom=rom)
+        r[key] = int(cb.pick(lines, "heap", profile)[0])
     mods = {"frugalmqtt": ["frugalmqtt.client"], LITE: [LITE]}.get(lib) or LIBS[lib][1]
     _, lines = mp.run("imports", "connect", lib, "127.0.0.1", mp.port, *mods, net=False)
     r["connect"] = int(cb.pick(lines, "heap", "connect")[0])
@@ -157,17 +164,35 @@ def measure_lib(lib, mp, log):
     return r
 
 
-def heap_try(mp, size):
+# Each library's heap run: a script as small as a device's main.py doing
+# connect + N QoS 1 publishes with that library alone (bench/mp/heap*.py),
+# and its arguments after the broker's address.
+HEAP_RUN = {
+    "frugalmqtt": ("heap", "pub", cb.N_HEAP, 4),
+    LITE: ("heap_lite", cb.N_HEAP, 4),
+    "umqtt.simple": ("heap_umqtt", cb.N_HEAP, "simple"),
+    "umqtt.robust": ("heap_umqtt", cb.N_HEAP, "robust"),
+    "umqtt.simple2": ("heap_simple2", cb.N_HEAP),
+    "mqtt_as": ("heap_mqttas", cb.N_HEAP),
+}
+
+
+def heap_try(lib, mp, size, rom):
     """One heap run; a run that hangs (mqtt_as after a MemoryError in one of
     its tasks waits forever) fails like one that raises."""
     try:
-        return cb.heap_run(mp, "lite" if mp.env.get("BENCH_LITE") else "pub", size, 4)
+        return cb.heap_run(mp, size, *HEAP_RUN[lib], rom=rom)
     except cb.BenchError as e:
         return False, "hung: " + str(e).split(":")[0], []
 
 
-def measure_heap(lib, mp, log):
-    size, why, _ = cb.smallest_heap(lambda n: heap_try(mp, n), lib, log, hi=256 * 1024)
+def measure_heap(lib, mp, log, rom=None):
+    """Smallest heap of the library's run; with rom (its ROMFS image), the
+    heap the image's bytearray takes is taken off."""
+    size, why, lines = cb.smallest_heap(lambda n: heap_try(lib, mp, n, rom),
+                                        lib + (" (ROMFS)" if rom else ""), log, hi=256 * 1024)
+    if rom:
+        size -= int(cb.pick(lines, "image")[0])
     return size, why
 
 
@@ -195,7 +220,7 @@ def kb(n):
     return "%.1f KB" % (n / 1024.0)
 
 
-def table(built, res, heap, speed, windows):
+def table(built, res, heap, rom_heap, speed, windows):
     rows = ["| | " + " | ".join(ORDER) + " |", "|---" * (len(ORDER) + 1) + "|"]
 
     def row(name, fn):
@@ -211,6 +236,8 @@ def table(built, res, heap, speed, windows):
     row("publish runs under heap_lock() (QoS 0 / QoS 1)", lambda l: "%s / %s" % (
         "yes" if res[l]["alloc0"][1] else "no", "yes" if res[l]["alloc1"][1] else "no"))
     row("smallest heap, connect + 1000 QoS 1 publishes", lambda l: kb(heap[l][0]))
+    row("heap held after import, bytecode in ROMFS", lambda l: kb(res[l]["rom_import"]))
+    row("smallest heap, bytecode in ROMFS", lambda l: kb(rom_heap[l][0]))
     row("QoS 0 msg/s (raw loop: %.0f)" % speed[("raw", "q0")],
         lambda l: "%.0f" % speed[(l, "q0")])
     row("QoS 1 msg/s (in flight at once)", lambda l: "%.0f (%d)" % (
@@ -258,11 +285,13 @@ def main():
         try:
             mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in ORDER}
             log("compare: heap and allocation")
-            res = {l: measure_lib(l, mps[l], log) for l in ORDER}
+            res = {l: measure_lib(l, mps[l], built[l][3], log) for l in ORDER}
             log("compare: smallest heap (libraries in parallel)")
-            with ThreadPoolExecutor(max_workers=len(ORDER)) as ex:
-                futures = {l: ex.submit(measure_heap, l, mps[l], log) for l in ORDER}
-                heap = {l: f.result() for l, f in futures.items()}
+            with ThreadPoolExecutor(max_workers=2 * len(ORDER)) as ex:  # umqtt's runs wait
+                fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in ORDER}
+                rom = {l: ex.submit(measure_heap, l, mps[l], log, built[l][3]) for l in ORDER}
+                heap = {l: f.result() for l, f in fs.items()}
+                rom_heap = {l: f.result() for l, f in rom.items()}
             log("compare: throughput")
             speed, windows = measure_speed(mps, args.repeat, args.ms, log)
         finally:
@@ -270,7 +299,7 @@ def main():
     facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
     facts.append(("Load average (1/5/15 min)", "%s at start, %s at end" % (
         load_start, cb.load_average())))
-    tbl = table(built, res, heap, speed, windows)
+    tbl = table(built, res, heap, rom_heap, speed, windows)
     print(tbl)
     when = datetime.date.today().isoformat()
     machine = "%s, %s, MicroPython unix port %s, mosquitto %s, load average %s" % (
@@ -325,8 +354,15 @@ NOTES = """## How it was measured
 - Heap after import: `gc.mem_alloc()` after `gc.collect()` around the imports;
   after connect: around the library's client construction and connect.
 - Smallest heap: `-X heapsize` bisected in %(step)d-byte steps, confirmed by two more
-  passing runs, over connect + 1000 QoS 1 publishes all acknowledged
-  (`bench/mp/heap.py`). Below the result: %(heap_why)s
+  passing runs, over connect + 1000 QoS 1 publishes all acknowledged, each
+  library by a script of its own as small as a device's main.py, importing
+  that library alone (`bench/mp/heap.py`, `heap_lite.py`, `heap_umqtt.py`,
+  `heap_simple2.py`, `heap_mqttas.py`). Below the result: %(heap_why)s
+- ROMFS rows: the same with the library's modules in a ROMFS image (`tools/romfs.py`)
+  mounted by `bench/mp/romrun.py` at /rom, /rom/lib first on `sys.path`, as firmware
+  built with ROMFS does: the bytecode runs in place instead of being copied into the
+  heap. The unix port has no ROM, so the image is read into a bytearray, and the heap
+  that takes is taken off the smallest heap.
 - Throughput: median of %(repeat)d interleaved runs of %(ms)d ms; the clock stops when
   the broker has everything (a QoS 1 publish acknowledged after QoS 0). Raw loop:
   the same socket options, one pre-encoded QoS 0 PUBLISH per `sock.write()`.

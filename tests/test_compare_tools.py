@@ -22,6 +22,9 @@ def test_every_compared_package_is_pinned_with_a_sha256():
         assert re.fullmatch(r"[0-9a-f]{64}", sha), name
         assert version[0].isdigit()
     assert set(compare.FEATURES) == set(compare.ORDER) == set(compare.N_ALLOC)
+    assert set(compare.HEAP_RUN) == set(compare.ORDER)
+    for script, *args in compare.HEAP_RUN.values():  # each library's own heap script
+        assert (REPO / "bench" / "mp" / (script + ".py")).is_file(), script
 
 
 def sdist(files):

@@ -9,10 +9,9 @@
 # The publish-only profile (lite.Publisher) has its own script, heap_lite.py.
 # pub and full: slots=8 slot_size=128 max_packet=256 tx_size=256. Also prints the
 # heap the client object takes with its buffers, and all heap held at the end.
-# With BENCH_LIB=<name> (`make compare`): another library through mqttlibs.py,
-# publish-only, MQTT 3.1.1; "@@ client" is then 0 (not measured).
+# Other libraries have their own scripts, as small as this one (`make
+# compare`): heap_umqtt.py, heap_simple2.py, heap_mqttas.py.
 import gc
-import os
 import sys
 
 host = sys.argv[1]
@@ -27,21 +26,8 @@ def on_message(msg):
     got[0] += 1
 
 
-lib = os.getenv("BENCH_LIB")
 topic = b"bench/heap"
 payload = bytes(32)
-if lib and lib != "frugalmqtt":
-    from mqttlibs import connect
-    c = connect(lib, "b-heap", host, port)
-    c.publish_many(topic, payload, 1, None, n)
-    if not c.flush(10000):
-        sys.exit(4)
-    c.disconnect()
-    gc.collect()
-    print("@@ ok", n)
-    print("@@ client", 0)
-    print("@@ held", gc.mem_alloc())
-    sys.exit(0)
 from frugalmqtt.client import MQTTClient
 gc.collect()
 before = gc.mem_alloc()
