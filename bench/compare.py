@@ -280,22 +280,31 @@ def main():
     with tempfile.TemporaryDirectory(prefix="frugalmqtt-compare-") as tmp:
         tmp = Path(tmp)
         built = prepare(tmp, mpy_cross, log)
-        broker = cb.Broker(mosquitto, tmp)
+        # The ROMFS heap runs go to a broker of their own: run at the same time
+        # as the others with the same client ids, they would take over each
+        # other's connections on one broker.
+        for d in ("broker", "rom-broker"):
+            (tmp / d).mkdir()
+        broker, rom_broker = cb.Broker(mosquitto, tmp / "broker"), cb.Broker(
+            mosquitto, tmp / "rom-broker")
         broker.start()
+        rom_broker.start()
         try:
             mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in ORDER}
+            rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in ORDER}
             log("compare: heap and allocation")
             res = {l: measure_lib(l, mps[l], built[l][3], log) for l in ORDER}
             log("compare: smallest heap (libraries in parallel)")
             with ThreadPoolExecutor(max_workers=2 * len(ORDER)) as ex:  # umqtt's runs wait
                 fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in ORDER}
-                rom = {l: ex.submit(measure_heap, l, mps[l], log, built[l][3]) for l in ORDER}
+                rom = {l: ex.submit(measure_heap, l, rom_mps[l], log, built[l][3]) for l in ORDER}
                 heap = {l: f.result() for l, f in fs.items()}
                 rom_heap = {l: f.result() for l, f in rom.items()}
             log("compare: throughput")
             speed, windows = measure_speed(mps, args.repeat, args.ms, log)
         finally:
             broker.stop()
+            rom_broker.stop()
     facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
     facts.append(("Load average (1/5/15 min)", "%s at start, %s at end" % (
         load_start, cb.load_average())))
