@@ -104,6 +104,7 @@ class Broker:
         self.binary = binary
         self.port = free_port()
         self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_lines = [
             "listener %d 127.0.0.1" % self.port,
             "allow_anonymous true",
@@ -325,6 +326,9 @@ def measure_alloc(mp, log):
     return res, calib, alias
 
 
+ROM_OF = {"full": "base", "pub": "base", "lite": "lite"}  # profile -> its install profile
+
+
 def measure_imports(mp, modules, roms):
     """Heap after import per profile; ("rom", profile): the same with the
     modules in a ROMFS image (roms: {"base": image, "lite": image})."""
@@ -338,9 +342,6 @@ def measure_imports(mp, modules, roms):
         _, lines = mp.run("imports", p, *modules, net=False, rom=roms[ROM_OF[p]])
         out[("rom", p)] = int(pick(lines, "heap", p)[0])
     return out
-
-
-ROM_OF = {"full": "base", "pub": "base", "lite": "lite"}  # profile -> its install profile
 
 
 def rom_images(out):

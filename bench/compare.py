@@ -94,14 +94,11 @@ def prepare(tmp, mpy_cross, log):
     mpy.build(tmp / "sizes", log=lambda m: None)  # .mpy sizes as `make size` reports them
     sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
-    images = {}
-    for lib, profile in (("frugalmqtt", "base"), (LITE, "lite")):
-        images[lib] = tmp / (profile + ".romfs")
-        images[lib].write_bytes(romfs.profile_image(profile))
+    images = cb.rom_images(tmp)  # {"base": path, "lite": path}
     out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
-                          _frugal_version(), images["frugalmqtt"]),
+                          _frugal_version(), images["base"]),
            LITE: (str(common), sum(sizes[m] for m in profiles.PROFILES["lite"]),
-                  _frugal_version(), images[LITE])}
+                  _frugal_version(), images["lite"])}
     for lib, (packages, _) in LIBS.items():
         d = tmp / ("lib-" + lib)
         files = []
@@ -283,10 +280,7 @@ def main():
         # The ROMFS heap runs go to a broker of their own: run at the same time
         # as the others with the same client ids, they would take over each
         # other's connections on one broker.
-        for d in ("broker", "rom-broker"):
-            (tmp / d).mkdir()
-        broker, rom_broker = cb.Broker(mosquitto, tmp / "broker"), cb.Broker(
-            mosquitto, tmp / "rom-broker")
+        broker, rom_broker = (cb.Broker(mosquitto, tmp / d) for d in ("broker", "rom-broker"))
         broker.start()
         rom_broker.start()
         try:
