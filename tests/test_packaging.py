@@ -60,7 +60,7 @@ def test_each_profile_holds_what_its_client_imports():
     assert set(profiles.PROFILES["umqtt"]) == closure("simple") | {"__init__"}
     assert set(profiles.PROFILES["outbox"]) == closure("outbox") | closure("client") | {
         "__init__"}
-    assert set(profiles.PROFILES["lite"]) == closure("liteprops") | {"__init__"}
+    assert set(profiles.PROFILES["lite"]) == closure("lite") | closure("liteprops") | {"__init__"}
     for p in profiles.PROFILES.values():
         assert "server" not in p  # the broker side never goes to a device
         assert "_cpython" not in p

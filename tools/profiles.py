@@ -25,7 +25,7 @@ PROFILES = {
     "asyncio": BASE + ["aclient"],       # + frugalmqtt.aclient.AMQTTClient
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
-    "lite": ["__init__", "err", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
+    "lite": ["__init__", "err", "core", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
 }
 
 # Profiles whose modules are built on another branch and not in this tree yet:

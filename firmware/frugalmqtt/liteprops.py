@@ -1,6 +1,6 @@
 # frugalmqtt.liteprops: MQTT 5 PUBLISH properties for lite.Publisher, encoded
 # once. In a module of its own so a device that sends none does not hold it.
-from .lite import _field
+from .core import _field
 
 
 def props(content_type=None, expiry=None, utf8=False, response_topic=None,
