@@ -48,6 +48,42 @@ def _field(b, pid, s):
     b += len(s).to_bytes(2, "big") + s
 
 
+def utf8(b, i, end):
+    """True when b[i:end] is well-formed UTF-8 without U+0000 [MQTT-1.5.4-1]
+    [MQTT-1.5.4-2]; U+FEFF is valid and kept [MQTT-1.5.4-3]. No allocation."""
+    while i < end:
+        c = b[i]
+        i += 1
+        if c < 0x80:
+            if not c:
+                return False
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if c < 0xC2 or c > 0xF4:
+            return False
+        n = 1 if c < 0xE0 else 2 if c < 0xF0 else 3
+        if c == 0xE0:
+            lo = 0xA0  # overlong
+        elif c == 0xED:
+            hi = 0x9F  # U+D800..U+DFFF, surrogates
+        elif c == 0xF0:
+            lo = 0x90  # overlong
+        elif c == 0xF4:
+            hi = 0x8F  # above U+10FFFF
+        if i + n > end:
+            return False
+        while n:
+            c = b[i]
+            if c < lo or c > hi:
+                return False
+            lo = 0x80
+            hi = 0xBF
+            i += 1
+            n -= 1
+    return True
+
+
 class Core:
     """The protocol state of one MQTT session across connections. slots: QoS
     1/2 messages in flight (each keeps its encoded PUBLISH, max_packet bytes,
@@ -393,6 +429,8 @@ class Core:
         if first & 0x0F != (2 if t == 6 else 0):
             raise self._fail(0x81)  # [MQTT-2.1.3-1]
         if t == 13:  # PINGRESP
+            if rl:
+                raise self._fail(0x81)  # a PINGRESP has no body (3.13)
             self.ping_out = False
             return
         if t == 14 and self.v == 5:  # server DISCONNECT [MQTT-4.13.2-1]
@@ -412,6 +450,8 @@ class Core:
         if rl > 3:
             self._props(3, rl)
         p = r[0] << 8 | r[1]
+        if not p:
+            raise self._fail(0x82)  # packet id 0 [MQTT-2.2.1-3]
         if t == 6:
             return self.inbound(6, p)
         for k in range(self.n):
@@ -446,10 +486,18 @@ class Core:
         qos = first >> 1 & 3
         o = 2 + (r[0] << 8 | r[1])
         # [MQTT-3.3.1-4] [MQTT-3.3.1-2]
-        if qos == 3 or first & 8 and not qos or o + (2 if qos else 0) > n:
-            raise self._fail(0x81)
+        if qos == 3 or first & 8 and not qos or o + (2 if qos else 0) > n or not utf8(r, 2, o):
+            raise self._fail(0x81)  # [MQTT-1.5.4-1]
+        p = r[o] << 8 | r[o + 1] if qos else 1
+        k = 2
+        while k < o and r[k] != 0x23 and r[k] != 0x2B:
+            k += 1
+        # no wildcard [MQTT-3.3.2-2], a non-zero id [MQTT-2.2.1-3]; no topic means
+        # an alias, and we allow none (5.0 3.3.2.3.4)
+        if k < o or o == 2 or not p:
+            raise self._fail(0x82)
         if qos:
-            self._ack(0x30 + (qos << 4), r[o] << 8 | r[o + 1])  # PUBACK / PUBREC
+            self._ack(0x30 + (qos << 4), p)  # PUBACK / PUBREC
 
     def _props(self, o, rl):
         """Walk the property block at rx[o:rl]. From a CONNACK (o == 2) keep
@@ -470,30 +518,42 @@ class Core:
                 break
         if end + o != rl:
             raise self._fail(0x81)
+        seen = 0
         while o < rl:
             p = r[o]
             o += 1
             k = _KINDS[p - 0x11] - 48 if 0x11 <= p <= 0x2A else 0
             if not k or not connack and p != 0x1F and p != 0x26:
                 raise self._fail(0x81)  # unknown id, or not one for this packet (5.0 2.2.2.2)
+            c = 1 << p - 0x11
+            # Each property but User Property at most once; Authentication
+            # Method/Data only in answer to ours, and we send none (5.0 3.2.2.3)
+            if seen & c and p != 0x26 or p == 0x15 or p == 0x16:
+                raise self._fail(0x82)
+            seen |= c
             v = 0
             if k < 5:
                 if o + k > rl:
                     raise self._fail(0x81)
+                # a byte property is 0 or 1 (5.0 3.2.2.3.4, 3.2.2.3.5, ..)
+                if k == 1 and r[o] > 1:
+                    raise self._fail(0x82)
                 while k:
                     v = v << 8 | r[o]
                     o += 1
                     k -= 1
+                # Receive Maximum, Maximum Packet Size: not 0 (5.0 3.2.2.3.3, 3.2.2.3.6)
+                if not v and (p == 0x21 or p == 0x27):
+                    raise self._fail(0x82)
             else:
-                for _ in range(k - 4):  # one string, or two
+                for _ in range(k - 4):  # one string, or two: UTF-8 [MQTT-1.5.4-1]
                     if o + 2 > rl:
                         raise self._fail(0x81)
-                    o += 2 + (r[o] << 8 | r[o + 1])
-                if o > rl:
-                    raise self._fail(0x81)
+                    c = o + 2 + (r[o] << 8 | r[o + 1])
+                    if c > rl or not utf8(r, o + 2, c):
+                        raise self._fail(0x81)
+                    o = c
             if p == 0x21:
-                if not v:
-                    raise self._fail(0x82)  # Receive Maximum 0 (5.0 3.2.2.3.3)
                 if v < self.quota:
                     self.quota = v  # [MQTT-3.3.4-7] [MQTT-4.9.0-1]
             elif p == 0x27:
