@@ -8,7 +8,13 @@
 # and close() (a socket, a TLS socket, a test peer), `clock` a millisecond
 # tick. The core never reads: a driver frames each packet from the server
 # into `rx` (first byte in `first`) and hands it to packet(). Drivers:
-# lite.Publisher (blocking, publish-only).
+# lite.Publisher (blocking, publish-only), client.MQTTClient (blocking, with
+# the receiving and alias mixins), aclient.AMQTTClient (asyncio).
+#
+# What a profile adds plugs in here: inbound() gets every PUBLISH, PUBREL,
+# SUBACK and UNSUBACK (recv.Receiver replaces it), alias() gives a topic its
+# outbound alias and prepare() readies a stored message that waited before
+# it goes (alias.Aliases), `ob` persists the table (outbox.Outbox).
 #
 # Written for RAM: on the device every function, name and string constant of
 # this module is held in the heap, so helpers are few and the errors the
@@ -84,15 +90,27 @@ def utf8(b, i, end):
     return True
 
 
+def _vbi(b, n):
+    """Append n as a Variable Byte Integer."""
+    while True:
+        b.append(n & 0x7F | (0x80 if n > 127 else 0))
+        n >>= 7
+        if not n:
+            return
+
+
 class Core:
     """The protocol state of one MQTT session across connections. slots: QoS
     1/2 messages in flight (each keeps its encoded PUBLISH, max_packet bytes,
     for a resend); rx_size: the largest packet accepted from the server
-    (advertised on 5.0)."""
+    (advertised on 5.0); tx_size: the buffer for QoS 0 PUBLISH and control
+    packets (max_packet when 0). will: (topic, payload, qos, retain[, props]);
+    props (and a will's): MQTT 5 properties as built by props.build(), added
+    to the CONNECT's."""
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
-                 rx_size=64, clock=ticks_ms):
+                 rx_size=64, clock=ticks_ms, tx_size=0, props=b""):
         if version != 4 and version != 5:
             raise ValueError("version: 4 (3.1.1) or 5")
         if slots < 1 or max_packet < 16 or rx_size < 8:
@@ -117,15 +135,17 @@ class Core:
         if version == 5:
             if session_expiry is None and not clean:
                 session_expiry = 0xFFFFFFFF
-            p = b"\x27" + rx_size.to_bytes(4, "big") + b"\x17\x00"
+            p = b"\x27" + rx_size.to_bytes(4, "big") + b"\x17\x00" + props
             if session_expiry:
                 p += b"\x11" + session_expiry.to_bytes(4, "big")
-            b.append(len(p))
+            _vbi(b, len(p))
             b += p
         _field(b, -1, client_id)
         if w:
             if version == 5:
-                b.append(0)  # no will properties
+                p = w[4] if len(w) > 4 and w[4] else b""
+                _vbi(b, len(p))
+                b += p
             _field(b, -1, w[0])
             _field(b, -1, w[1])
         for s in (user, password):
@@ -137,16 +157,18 @@ class Core:
         # slot images: img[i] holds slot i's PUBLISH, img[slots] is the buffer
         # for QoS 0, CONNECT and acks
         self.img = []
-        for _ in range(slots + 1):
-            self.img.append(bytearray(max_packet))
+        for i in range(slots + 1):
+            self.img.append(bytearray(tx_size if i == slots and tx_size else max_packet))
         self.start = bytearray(slots)  # where each image begins (< _HEAD)
         self.size = [0] * slots  # image length
         self.pid = [0] * slots
+        self.t0 = [0] * slots  # clock() when stored
         self.state = bytearray(slots)
         self.order = bytearray(slots)  # slot numbers, oldest flow first
         self.n = 0  # flows in the table
         self.slots = slots
         self.last_pid = 0
+        self.sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
         self.rx = bytearray(rx_size)
         self.first = 0  # the first byte of the packet in rx
         self.sock = None  # the stream of the open connection
@@ -159,6 +181,10 @@ class Core:
         self.topic = None  # the last topic, validated (str/bytes are immutable)
         self.tn = 0  # its UTF-8 length
         self.ka_ms = 0
+        self.sp = 0  # the last CONNACK's session present
+        self.aliases = 0  # outbound topic aliases we keep (alias.Aliases)
+        self.amax = 0  # ... of which this connection may use
+        self.ob = None  # an outbox.Outbox persisting the table
 
     # ---- connection ---------------------------------------------------------
 
@@ -207,8 +233,8 @@ class Core:
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Send a PUBLISH; returns the packet id (0 at QoS 0), or FULL when a
         QoS 1/2 message finds no free slot within the server's Receive
-        Maximum. topic: str or bytes; payload: bytes-like or str; props: the
-        property block with its length (5.0, liteprops.props()). Once stored,
+        Maximum. topic: str or bytes; payload: bytes-like or str; props: MQTT 5
+        properties as props.build() made them. Once stored,
         a message is never lost: if the link is down (or fails while sending)
         it stays in the table and goes out after the next CONNACK. OSError
         means it was not stored."""
@@ -236,6 +262,7 @@ class Core:
                 bytes(topic).decode()  # UnicodeError (a ValueError) unless UTF-8 [MQTT-1.5.4-1]
             self.tn = n
             self.topic = topic
+        a = 0
         if qos:
             if self.n >= self.quota or self.n >= self.slots:
                 return FULL
@@ -243,26 +270,35 @@ class Core:
             while self.state[i]:
                 i += 1
             b = self.img[i]
+            if self.amax and self.n < self.quota and self.up:  # goes now: may take an alias
+                a = self.alias(topic)
         else:
             b = self.img[-1]
+            if self.amax:
+                a = self.alias(topic)
         # The body goes after _HEAD spare bytes; _seal puts the fixed header
-        # right before it once the length is known.
-        n = self.tn
+        # right before it once the length is known. An alias the server
+        # knows (a > 0) replaces the topic; a new one (a < 0) goes with it.
+        n = self.tn if a <= 0 else 0
         b[_HEAD] = n >> 8
         b[_HEAD + 1] = n & 0xFF
         try:
-            if type(topic) is str:
-                o = self._text(b, _HEAD + 2, topic)
-            else:  # bytes: copied inline, the common case kept fast
-                o = _HEAD + 2 + n
-                b[_HEAD + 2:o] = topic
+            o = _HEAD + 2 + n
+            if n:
+                if type(topic) is str:
+                    o = self._text(b, _HEAD + 2, topic)
+                else:  # bytes: copied inline, the common case kept fast
+                    b[_HEAD + 2:o] = topic
             pid = 0
             if qos:
-                # a non-zero id no flow in the table uses [MQTT-2.2.1-3]; ends
-                # since the table holds fewer flows than there are ids
+                # a non-zero id that neither a flow in the table nor a
+                # SUBSCRIBE in flight uses [MQTT-2.2.1-3]; ends since the
+                # table holds fewer flows than there are ids
                 while True:
                     pid = self.last_pid % 65535 + 1
                     self.last_pid = pid
+                    if pid == self.sub_pid:
+                        continue
                     for k in range(self.n):
                         if self.pid[self.order[k]] == pid:
                             break
@@ -272,11 +308,25 @@ class Core:
                 b[o + 1] = pid & 0xFF
                 o += 2
             if self.v == 5:
+                n = len(props) if props else 0
+                if a:
+                    n += 3
+                if n < 128:
+                    b[o] = n
+                    o += 1
+                else:
+                    b[o] = n & 0x7F | 0x80
+                    b[o + 1] = n >> 7
+                    o += 2
+                if a:  # Topic Alias, never 0 nor above the server's maximum [MQTT-3.3.2-8]
+                    if a < 0:
+                        a = -a
+                    b[o] = 0x23
+                    b[o + 1] = a >> 8
+                    b[o + 2] = a & 0xFF
+                    o += 3
                 if props:
                     o = self._text(b, o, props)
-                else:
-                    b[o] = 0
-                    o += 1
             if type(payload) is str:
                 o = self._text(b, o, payload)
             else:
@@ -302,9 +352,12 @@ class Core:
         self.pid[i] = pid
         self.start[i] = s
         self.size[i] = o - s
+        self.t0[i] = self.clock()
         self.state[i] = _HOLD  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
         self.order[self.n] = i
         self.n += 1
+        if self.ob:
+            self.ob.put(i)  # recorded before it is sent
         if self.up:
             try:
                 self._go(i)
@@ -392,6 +445,7 @@ class Core:
             self.max_qos = 2
             self.retain_ok = True
             self.ka_ms = self.keepalive * 1000
+            self.amax = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
             if self.v == 5:
                 self._props(2, rl)
             if r[1]:
@@ -413,7 +467,10 @@ class Core:
                     self._free(i, SESSION_LOST)
                     continue
                 k += 1
-            for k in range(self.n):
+            if self.aliases:
+                self.alias(None)  # aliases are per connection [MQTT-3.3.2-7]
+            k = 0
+            while k < self.n:
                 i = self.order[k]
                 if self.state[i] == _COMP:
                     self._ack(0x62, self.pid[i])  # PUBREL again
@@ -421,8 +478,11 @@ class Core:
                     if not sp:
                         self.img[i][self.start[i]] &= 0xF7  # a new message again
                     self.state[i] = _HOLD
+                    if self.prepare(i):
+                        continue  # dropped
                     if k < self.quota:
                         self._go(i)
+                k += 1
             return
         if t == 3:
             return self.inbound(3, rl)
@@ -436,8 +496,10 @@ class Core:
         if t == 14 and self.v == 5:  # server DISCONNECT [MQTT-4.13.2-1]
             self.close()
             raise ServerError(r[0] if rl else 0)
+        if t == 9 or t == 11:
+            return self.inbound(t, rl)  # SUBACK, UNSUBACK
         if t < 4 or t > 7:
-            raise self._fail(0x82)  # a packet a publisher never receives
+            raise self._fail(0x82)  # a packet a client never receives
         if rl < 2 or self.v == 4 and rl != 2:
             raise self._fail(0x81)
         code = r[2] if rl > 2 else 0
@@ -466,21 +528,30 @@ class Core:
         if t == 4 and st == _ACK or t == 7 and st == _COMP or t == 5 and st == _REC and code >= 0x80:
             # [MQTT-4.3.2-3] [MQTT-4.3.3-5]; a PUBREC error ends the flow, no resend [MQTT-4.4.0-2]
             self._free(i, code)
-            for k in range(self.n):  # a slot of the quota came free: the oldest held PUBLISH goes
+            k = 0
+            while k < self.n:  # a slot of the quota came free: the oldest held PUBLISH goes
                 i = self.order[k]
                 if self.state[i] == _HOLD:
-                    return self._go(i)
+                    if not self.prepare(i):
+                        return self._go(i)
+                    continue  # dropped
+                k += 1
         elif t == 5 and _REC <= st <= _COMP:  # PUBREC, maybe repeated
             self.state[i] = _COMP  # never resend the PUBLISH [MQTT-4.3.3-6]
+            if self.ob:
+                self.ob.rec(i)
             self._ack(0x62, p)  # [MQTT-4.3.3-4]
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
         packet id) from the server. A publisher delivers nothing (a session
         that subscribed earlier may still send), but acknowledges as the flow
-        requires [MQTT-4.5.0-2]; the receiving module replaces this."""
+        requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
+        a protocol error here. recv.Receiver replaces this."""
         if t == 6:
             return self._ack(0x70, n)  # PUBCOMP [MQTT-4.3.3-11]
+        if t != 3:
+            raise self._fail(0x82)  # SUBACK, UNSUBACK: we never subscribed
         first = self.first
         r = self.rx
         qos = first >> 1 & 3
@@ -564,6 +635,8 @@ class Core:
                 self.retain_ok = bool(v)  # [MQTT-3.2.2-14]
             elif p == 0x13:
                 self.ka_ms = v * 1000  # Server Keep Alive replaces ours [MQTT-3.2.2-21]
+            elif p == 0x22:
+                self.amax = v if v < self.aliases else self.aliases  # [MQTT-3.2.2-17]
 
     def _free(self, i, reason):
         """A flow ended: drop it from the table and tell the application."""
@@ -575,8 +648,16 @@ class Core:
         while k < self.n:
             self.order[k] = self.order[k + 1]
             k += 1
+        if self.ob:
+            self.ob.done(i)
         if self.on_done:
             self.on_done(self.pid[i], reason)
+
+    def prepare(self, i):
+        """Slot i's PUBLISH waited (for the quota, or for a new connection)
+        and goes next: True drops it (its flow ended). The alias and expiry
+        mixins replace this."""
+        return False
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as
