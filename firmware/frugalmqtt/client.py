@@ -1,35 +1,43 @@
-# The blocking client: a Session over a TCP/TLS Transport, with connect,
-# reconnect (bounded exponential backoff, session resume), keep-alive and
-# helpers that wait. poll() never blocks; the helpers block with timeouts.
+# The blocking client: the core with receiving (recv.Receiver) and outbound
+# aliases (alias.Aliases), over lite's blocking driver (socket, framing,
+# waiting), plus reconnect with bounded exponential backoff, subscriptions
+# made again after a reconnect that found no session, and helpers that wait.
+from .core import Core, FULL, ticks_ms, ticks_diff
+from .err import MQTTError, ServerError
+from .recv import Receiver
+from .alias import Aliases
+from .lite import Publisher
 
 try:
-    from micropython import const
-    from time import ticks_ms, ticks_diff, sleep_ms
+    from time import sleep_ms
 except ImportError:  # CPython
-    const = int
     from time import sleep as _sleep
-    from .session import ticks_ms, ticks_diff
 
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-from .session import ServerError
-from .codec import MQTTError
-from .base import ClientBase
-
-_WINDOW_FULL = const(-1)  # session.WINDOW_FULL, OUTBOX_FULL
-_OUTBOX_FULL = const(-4)
+WINDOW_FULL = FULL  # publish(): no slot freed in time
 
 
-class MQTTClient(ClientBase):
+def Will(topic, payload, qos=0, retain=False, props=None):
+    """The will message for will=: props from props.build(..., props.WILL)."""
+    return (topic, payload, qos, retain, props)
+
+
+class MQTTClient(Receiver, Aliases, Publisher):
     """An MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
-    Session sizing keywords (max_packet, tx_size, slots, slot_size, inbound,
-    aliases_out, aliases_in, alias_topic_max) are passed to Session; all
-    memory is allocated here, once. `ssl` is an SSLContext (MicroPython
-    `ssl`/`tls` or CPython `ssl`) set up with the CA to verify against.
+    Sizes, all allocated here, once: max_packet, the largest packet we take
+    (our Maximum Packet Size); tx_size, the buffer for QoS 0 PUBLISH and
+    control packets; slots QoS 1/2 messages in flight of up to slot_size
+    bytes each; inbound QoS 2 messages received and not yet released (our
+    Receive Maximum); aliases_out topics we may alias; aliases_in aliases
+    the server may set (our Topic Alias Maximum) of up to alias_topic_max
+    bytes. `ssl`: an SSLContext (MicroPython `ssl`/`tls` or CPython `ssl`)
+    set up with the CA to verify against. connect_props: props.build(..., 1)
+    bytes (or (id, value) pairs) for the CONNECT.
 
-    Callbacks: on_message(msg) with a reused session.Message; on_done(pid,
+    Callbacks: on_message(msg) with a reused recv.Message; on_done(pid,
     reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
 
     `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
@@ -37,47 +45,56 @@ class MQTTClient(ClientBase):
     messages while disconnected without waiting for the link.
     """
 
+    def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
+                 keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
+                 connect_props=None, reconnect=True, backoff_ms=(250, 30000),
+                 timeout_ms=10000, clock=ticks_ms, outbox=None, max_packet=1024, tx_size=512,
+                 slots=8, slot_size=256, inbound=8, aliases_out=8, aliases_in=4,
+                 alias_topic_max=64):
+        self.rinit(inbound, aliases_in, alias_topic_max)
+        p = b""
+        if version == 5:
+            p = self.rprops()
+            if connect_props:
+                if type(connect_props) is not bytes:
+                    from .mprops import build
+                    connect_props = build(connect_props, 1)
+                p += connect_props
+        Publisher.__init__(self, client_id, server, port, version, user, password, keepalive,
+                           ssl, clean, session_expiry, will, slot_size, slots, max_packet,
+                           timeout_ms, tx_size, p, clock)
+        if version == 5:
+            self.ainit(aliases_out)
+        self.reconnect = reconnect
+        self.backoff_min, self.backoff_max = backoff_ms
+        self.connects = 0  # successful connects so far
+        self.last_error = None  # why the last (re)connect attempt failed
+        self.in_callback = False  # inside on_message: never wait for the network
+        self.subscriptions = []  # (filter, options, props) to make again after a reconnect
+        if outbox:
+            outbox.attach(self)  # reloads what the last run left unacknowledged
+
     def connect(self, clean=None):
         """Open the connection and wait for CONNACK. Returns session present
         (True when the server resumed our session). Raises ServerError when
         refused, OSError on network trouble."""
         if clean is not None:
             self.clean = clean
-        self.close()
-        self._open()
-        start = ticks_ms()
-        try:
-            while not self.s.connected:  # connected, even when packets right behind
-                # the CONNACK (resent acks, queued messages) came in the same poll
-                left = self.timeout_ms - ticks_diff(ticks_ms(), start)
-                if left <= 0:
-                    raise OSError("no CONNACK")
-                self._poll(left)
-                if not self.s.link:
-                    raise OSError("connection lost")
-        except Exception:
-            self.close()
-            raise
+        sp = Publisher.connect(self, clean)
         self.connects += 1
-        return bool(self.s.session_present)
-
-    def disconnect(self, reason=0):
-        """Send DISCONNECT and close [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
-        if self.sock:
-            self.s.disconnect(reason)
-        self.close()
+        return sp
 
     def ensure_connected(self):
         """Reconnect with bounded exponential backoff until connected (when
         reconnect=True). Stored QoS 1/2 messages are resent by the session."""
         delay = self.backoff_min
-        while not self.s.connected:
+        while not self.up:
             try:
                 if not self.connect():  # no session: subscribe again
-                    for topic, opts, props in self.subscriptions:
-                        self._sub(self.s.subscribe, ((topic, opts),), props, self.timeout_ms)
+                    for f, opts, props in self.subscriptions:
+                        self._sub(((f, opts),), props, False, self.timeout)
                 return
-            except (OSError, MQTTError, ServerError, EOFError) as e:  # EOF: closed in connect()
+            except (OSError, MQTTError, ServerError) as e:
                 if not self.reconnect:
                     raise
                 self.last_error = e
@@ -88,75 +105,58 @@ class MQTTClient(ClientBase):
 
     def poll(self, timeout_ms=0):
         """Handle what the server sent (waiting up to timeout_ms for the first
-        byte) and keep-alive. Returns the type of the last packet handled, or 0.
-        A broken link raises OSError unless reconnect=True (then it reconnects)."""
+        packet) and keep-alive. Returns True if a packet was handled. A broken
+        link raises unless reconnect=True (then it reconnects)."""
         try:
-            t = self._poll(timeout_ms)
-        except (OSError, MQTTError, ServerError, EOFError):
+            return Publisher.poll(self, timeout_ms)
+        except (OSError, MQTTError, ServerError):
             self.close()
             if not self.reconnect:
                 raise
             self.ensure_connected()
-            return 0
-        if not self.s.link:
-            self.close()
-            if self.reconnect:
-                self.ensure_connected()
-        return t
-
-    def _poll(self, timeout_ms):
-        s = self.s
-        if self.sock is None:
-            raise OSError("not connected")
-        t = 0
-        wait = s.next_timeout()
-        if timeout_ms >= 0 and (wait < 0 or timeout_ms < wait):
-            wait = timeout_ms
-        if wait and not self.sock.wait_readable(wait):
-            s.tick()
-            return 0
-        while s.link and self._read(self.sock):
-            t = s.receive()
-        s.tick()
-        return t
+            return False
 
     def wait_msg(self, timeout_ms=-1):
-        """Block until one packet arrives (or timeout); returns its type or 0."""
+        """Block until a packet arrives (or timeout): poll(timeout_ms)."""
         return self.poll(timeout_ms)
+
+    def inbound(self, t, n):
+        if t == 3:
+            self.in_callback = True
+        try:
+            Receiver.inbound(self, t, n)
+        finally:
+            self.in_callback = False
 
     # ---- publishing -----------------------------------------------------------
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """Publish; returns the packet id (0 for QoS 0). When every slot is
         taken, waits for acknowledgements (up to timeout_ms, -1: forever) and
-        returns WINDOW_FULL if none came. With an outbox: STORED when the
-        message waits in its file for a slot, OUTBOX_FULL (after the same
-        wait) when the file has no room."""
-        s = self.s
-        if not qos and not s.connected:
+        returns WINDOW_FULL if none came (at once inside on_message, where
+        waiting would overwrite the message being handled). props:
+        props.build() bytes (or (id, value) pairs, built on each call)."""
+        if props and type(props) is not bytes:
+            from .mprops import build
+            props = build(props)
+        if not qos and not self.up:
             self.ensure_connected()
-        pid = s.publish(topic, payload, qos, retain, props)
-        if pid >= 0 and s.link:
-            return pid  # sent or stored: the usual case
-        start = ticks_ms()
+        t0 = ticks_ms()
         while True:
-            if pid < 0 and self.in_callback:
-                return pid  # polling here would reuse the packet being handled
-            if pid != _WINDOW_FULL and pid != _OUTBOX_FULL:
-                if not s.link and self.reconnect and not s.ob:
-                    self.close()
-                    self.ensure_connected()
+            pid = Core.publish(self, topic, payload, qos, retain, props)
+            if pid != FULL:
+                if qos and not self.up and self.reconnect and not self.in_callback:
+                    self.ensure_connected()  # it is stored: it goes after the CONNACK
                 return pid
-            if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
+            if self.in_callback or timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
                 return pid
             self.poll(100)
-            pid = s.publish(topic, payload, qos, retain, props)
 
     def flush(self, timeout_ms=-1):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""
-        start = ticks_ms()
-        while self.s.pending():
-            if timeout_ms >= 0 and ticks_diff(ticks_ms(), start) >= timeout_ms:
+        t0 = ticks_ms()
+        while self.n:
+            if timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
                 return False
             self.poll(100)
         return True
@@ -167,7 +167,7 @@ class MQTTClient(ClientBase):
         """Subscribe to one filter and wait for SUBACK; returns its reason code
         (the granted QoS, or >= 0x80 when refused). The subscription is made
         again after a reconnect that found no session on the server."""
-        code = self._sub(self.s.subscribe, ((topic, qos | options),), props, timeout_ms)
+        code = self._sub(((topic, qos | options),), props, False, timeout_ms)
         if code < 0x80:
             self._forget(topic)
             self.subscriptions.append((topic, qos | options, props))
@@ -175,7 +175,7 @@ class MQTTClient(ClientBase):
 
     def unsubscribe(self, topic, props=None, timeout_ms=-1):
         self._forget(topic)
-        return self._sub(self.s.unsubscribe, (topic,), props, timeout_ms)
+        return self._sub((topic,), props, True, timeout_ms)
 
     def _forget(self, topic):
         for i in range(len(self.subscriptions)):
@@ -183,17 +183,20 @@ class MQTTClient(ClientBase):
                 del self.subscriptions[i]
                 return
 
-    def _sub(self, fn, items, props, timeout_ms):
-        if not self.s.connected:
+    def _sub(self, items, props, unsub, timeout_ms):
+        if props and type(props) is not bytes:
+            from .mprops import build
+            props = build(props, 10 if unsub else 8)
+        if not self.up:
             self.ensure_connected()
         while True:
-            pid = fn(items, props)
-            if pid != _WINDOW_FULL:
+            pid = Receiver.subscribe(self, items, props, unsub)
+            if pid != FULL:
                 break
             self.poll(100)
-        start = ticks_ms()
+        t0 = ticks_ms()
         while self.suback_pid != pid:
-            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), start)
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
                 raise OSError("no SUBACK")
             self.poll(left if left >= 0 else 1000)

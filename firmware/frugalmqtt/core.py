@@ -270,7 +270,11 @@ class Core:
             while self.state[i]:
                 i += 1
             b = self.img[i]
-            if self.amax and self.n < self.quota and self.up:  # goes now: may take an alias
+            # An alias only for a message that goes now (a held one must not
+            # lean on an alias sent after it) and whose plain form fits the
+            # slot: it is resent plain on a new connection (Aliases.prepare).
+            if self.amax and self.up and type(payload) is not str and len(payload) + self.tn + (
+                    len(props) if props else 0) + 12 <= len(b):
                 a = self.alias(topic)
         else:
             b = self.img[-1]
@@ -291,19 +295,7 @@ class Core:
                     b[_HEAD + 2:o] = topic
             pid = 0
             if qos:
-                # a non-zero id that neither a flow in the table nor a
-                # SUBSCRIBE in flight uses [MQTT-2.2.1-3]; ends since the
-                # table holds fewer flows than there are ids
-                while True:
-                    pid = self.last_pid % 65535 + 1
-                    self.last_pid = pid
-                    if pid == self.sub_pid:
-                        continue
-                    for k in range(self.n):
-                        if self.pid[self.order[k]] == pid:
-                            break
-                    else:
-                        break
+                pid = self._pid()
                 b[o] = pid >> 8
                 b[o + 1] = pid & 0xFF
                 o += 2
@@ -364,6 +356,21 @@ class Core:
             except OSError:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
+
+    def _pid(self):
+        """A non-zero packet id that neither a flow in the table nor a
+        SUBSCRIBE in flight uses [MQTT-2.2.1-3], wrapping at 65535; the scan
+        ends since the table holds fewer flows than there are ids."""
+        while True:
+            pid = self.last_pid % 65535 + 1
+            self.last_pid = pid
+            if pid == self.sub_pid:
+                continue
+            for k in range(self.n):
+                if self.pid[self.order[k]] == pid:
+                    break
+            else:
+                return pid
 
     def _text(self, b, o, s):
         """Copy s to b[o:] and return the end; a str is UTF-8 encoded by hand

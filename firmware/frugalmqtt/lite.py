@@ -21,9 +21,10 @@ class Publisher(Core):
 
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
                  keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
-                 max_packet=256, slots=4, rx_size=64, timeout_ms=10000):
-        super().__init__(client_id, version, user, password, keepalive, clean, session_expiry,
-                         will, max_packet, slots, rx_size)
+                 max_packet=256, slots=4, rx_size=64, timeout_ms=10000, tx_size=0, props=b"",
+                 clock=ticks_ms):
+        Core.__init__(self, client_id, version, user, password, keepalive, clean, session_expiry,
+                      will, max_packet, slots, rx_size, clock, tx_size, props)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
         self.ssl = ssl
