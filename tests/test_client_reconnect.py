@@ -47,7 +47,7 @@ def test_publish_inside_on_message_with_full_window(mosquitto):
     results = []
     c.connect()
     assert c.subscribe(b"in/#", 1) == 1
-    c.s.quota = 0  # hold our own publish in its slot so the window stays full
+    c.quota = 0  # hold our own publish in its slot so the window stays full
     first = c.publish(b"out/x", b"held", 1)
     assert first > 0
 

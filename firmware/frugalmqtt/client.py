@@ -105,16 +105,16 @@ class MQTTClient(Receiver, Aliases, Publisher):
 
     def poll(self, timeout_ms=0):
         """Handle what the server sent (waiting up to timeout_ms for the first
-        packet) and keep-alive. Returns True if a packet was handled. A broken
-        link raises unless reconnect=True (then it reconnects)."""
+        packet) and keep-alive. Returns the type of the last packet handled, or
+        0. A broken link raises unless reconnect=True (then it reconnects)."""
         try:
-            return Publisher.poll(self, timeout_ms)
+            return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
         except (OSError, MQTTError, ServerError):
             self.close()
             if not self.reconnect:
                 raise
             self.ensure_connected()
-            return False
+            return 0
 
     def wait_msg(self, timeout_ms=-1):
         """Block until a packet arrives (or timeout): poll(timeout_ms)."""

@@ -22,6 +22,7 @@ except ImportError:
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff
 from frugalmqtt import props as P
 from frugalmqtt.publish import size_publish
+from frugalmqtt.codec import Cur
 
 _sink = None  # None: print lines (subprocess); else a function taking the line
 
@@ -56,6 +57,25 @@ def prop_value(v):
     return ["b", hx(v)]
 
 
+def prop_items(props):
+    """A received message's properties as (id, value) pairs, decoded by the
+    reference codec from the block the device's Props points at."""
+    blk = bytes(props.buf[props.off:props.end])
+    n = len(blk)
+    head = bytearray()
+    while True:
+        head.append(n & 0x7F | (0x80 if n > 127 else 0))
+        n >>= 7
+        if not n:
+            break
+    b = bytes(head) + blk
+    cur = Cur()
+    cur.set(b, 0, len(b))
+    pr = P.Props()
+    P.parse(pr, cur, 3)
+    return pr.items()
+
+
 class Rec:
     """Records what a client receives (copies: the Message is reused)."""
 
@@ -68,7 +88,7 @@ class Rec:
         d = {"topic": text(m.topic), "payload": text(m.payload), "qos": m.qos,
              "retain": m.retain, "dup": m.dup}
         if self.with_props:
-            d["props"] = [[i, prop_value(v)] for i, v in m.props.items()]
+            d["props"] = [[i, prop_value(v)] for i, v in prop_items(m.props)]
         self.msgs.append(d)
 
     def has(self, payload):
@@ -259,7 +279,7 @@ def alias(p):
     pub.publish(base + "/end", b"end", 2)
     flushed = pub.flush(8000)
     until([sub, pub], lambda: rs.has("end"))
-    emit("result", {"alias_max": pub.s.a_out_max, "flushed": flushed, "done": done.items,
+    emit("result", {"alias_max": pub.amax, "flushed": flushed, "done": done.items,
                     "connects": pub.connects})
     emit_msgs("sub", rs)
     pub.disconnect()
@@ -273,7 +293,7 @@ def receive_max(p):
     pub = client(p, "pub", p["proxy_port"], slots=8)
     done = Done(pub)
     pub.connect()
-    rm = pub.s.server_receive_max
+    rm = pub.quota  # the window the server's Receive Maximum leaves (slots=8 is larger)
     for i in range(n):
         pub.publish(topic, b"r%d" % i, 2 if i % 5 == 4 else 1)
     flushed = pub.flush(15000)
@@ -292,7 +312,7 @@ def max_packet(p):
     sub.subscribe(topic, 2)
     pub = client(p, "pub")
     pub.connect()
-    v = pub.s.version
+    v = pub.v
     fits = {}  # QoS -> payload length making the PUBLISH exactly `limit` bytes
     for q in (0, 1, 2):
         k = 0
@@ -313,7 +333,7 @@ def max_packet(p):
     pub.publish(topic, b"end", 1)
     flushed = pub.flush(8000)
     until([sub, pub], lambda: len(rs.msgs) >= 4)
-    emit("result", {"server_max": pub.s.server_max_packet, "fits": [fits[0], fits[1], fits[2]],
+    emit("result", {"server_max": pub.server_max, "fits": [fits[0], fits[1], fits[2]],
                     "sizes": sizes, "refused": refused, "connected_after_refusal": still,
                     "flushed": flushed, "connects": pub.connects, "connected": pub.connected})
     emit_msgs("sub", rs)
@@ -340,7 +360,7 @@ def resume(p):
     flushed = pub.flush(20000)
     pub.publish(topic, b"end", 2)
     flushed = pub.flush(8000) and flushed
-    emit("result", {"sp_first": sp_first, "sp_last": pub.s.session_present,
+    emit("result", {"sp_first": sp_first, "sp_last": pub.sp,
                     "connects": pub.connects, "flushed": flushed, "done": done.items,
                     "pids": pids, "connected": pub.connected})
     pub.disconnect()
@@ -366,7 +386,7 @@ def resume_in(p):
 
     def settled(last):
         # every message seen, no QoS 2 flow awaiting PUBREL, connected
-        return (rs.has(last) and sub.connected and not any(sub.s.in_pid)
+        return (rs.has(last) and sub.connected and not any(sub.in_pid)
                 and all(rs.has("i%d" % i) for i in range(n)))
 
     until([sub, pub], lambda: settled("i%d" % (n - 1)), 20000)
@@ -376,7 +396,7 @@ def resume_in(p):
     flushed = pub.flush(8000) and flushed
     got_end = until([sub, pub], lambda: settled("end"), 20000)
     emit("result", {"suback": code, "flushed": flushed, "got_end": got_end,
-                    "connects": sub.connects, "sp_last": sub.s.session_present,
+                    "connects": sub.connects, "sp_last": sub.sp,
                     "connected": sub.connected})
     emit_msgs("sub", rs)
     pub.disconnect()
