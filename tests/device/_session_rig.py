@@ -1,17 +1,20 @@
 """The scripted-broker rig shared by the session tests: broker packets built
-with the codec's encoders, fed through the session's framer, and a write()
+by frugalmqtt_host.packets, fed through the session's framer, and a write()
 that records every packet the session sends. Runs on CPython and MicroPython."""
 from _util import raises
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
-from frugalmqtt import server as SV
 from frugalmqtt import session as S
 from frugalmqtt.codec import MQTTError
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import packets
+from frugalmqtt_host import server as SV
+# The broker's packets, under the names the session tests use
+from frugalmqtt_host.packets import ack, connack, suback  # noqa: F401
+from frugalmqtt_host.packets import publish as pub  # noqa: F401
 
 BOTH = (4, 5)
-_BUF = bytearray(2048)
 _PKT = P.Packet()
 
 
@@ -20,29 +23,8 @@ def h(b):
     return " ".join("%02X" % x for x in b)
 
 
-def hl(packets):
-    return [h(p) for p in packets]
-
-
-def pub(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None, alias=0):
-    """A whole PUBLISH as bytes, from the codec's encoder."""
-    n = P.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
-    return bytes(_BUF[:n])
-
-
-def ack(v, ptype, pid, reason=0):
-    n = P.encode_ack(_BUF, 0, v, ptype, pid, reason)
-    return bytes(_BUF[:n])
-
-
-def connack(v, sp=False, reason=0, props=None):
-    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
-    return bytes(_BUF[:n])
-
-
-def suback(v, pid, codes):
-    n = SV.encode_suback(_BUF, 0, v, pid, codes)
-    return bytes(_BUF[:n])
+def hl(raws):
+    return [h(p) for p in raws]
 
 
 def u16(n):
@@ -56,14 +38,14 @@ def rel(pid):
 
 def alias_of(packet, v=5):
     """The Topic Alias a PUBLISH carries (0: none) and its topic length."""
-    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    t = SV.decode_packet(_PKT, packet, 0, len(packet), v)
     assert t == codec.PUBLISH, h(packet)
     return _PKT.props.get_int(PR.TOPIC_ALIAS, 0), _PKT.topic_len
 
 
 def disconnect(reason=0):
-    n = C.encode_disconnect(_BUF, 0, 5, reason)
-    return bytes(_BUF[:n])
+    """A 5.0 DISCONNECT from the broker."""
+    return packets.disconnect(5, reason)
 
 
 class Rig:
@@ -106,7 +88,7 @@ class Rig:
         off = 0
         types = []
         while off < len(data):
-            off = f.feed(data, off, len(data))
+            off = host.feed(f, data, off, len(data))
             if f.done:
                 types.append(self.s.receive())
         return types

@@ -5,9 +5,9 @@ import errno
 from _util import raises, no_alloc
 from _session_rig import BOTH, pub, ack, connack, rel, h
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
+from frugalmqtt_host import server as SV
 from frugalmqtt.err import MQTTError, ServerError
 from frugalmqtt.lite import Publisher, SESSION_LOST
 from frugalmqtt.liteprops import props
@@ -98,7 +98,7 @@ def start(v, sp=False, ca_props=None, clean=True, **kw):
 
 
 def decoded(packet, v):
-    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    t = SV.decode_packet(_PKT, packet, 0, len(packet), v)
     return t, _PKT
 
 
