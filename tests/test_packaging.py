@@ -62,7 +62,6 @@ def test_each_profile_holds_what_its_client_imports():
         "__init__"}
     assert set(profiles.PROFILES["lite"]) == closure("lite") | closure("liteprops") | {"__init__"}
     for p in profiles.PROFILES.values():
-        assert "server" not in p  # the broker side never goes to a device
         assert "_cpython" not in p
 
 
@@ -75,7 +74,6 @@ def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):
         for m in profiles.PROFILES["asyncio"] + profiles.PROFILES["umqtt"]:
             f = tmp_path / arch / "frugalmqtt" / (m + ".mpy")
             assert f.read_bytes()[:2] == b"M\x06", f  # .mpy version 6
-        assert not (tmp_path / arch / "frugalmqtt" / "server.mpy").exists()
 
 
 def test_mpy_build_fails_on_a_compile_error(tmp_path):

@@ -5,9 +5,10 @@ package files (package*.json, written by `make package-json`),
 tools/heap_report.py and tools/deploy.py. To add a profile, add a line to
 PROFILES and run `make package-json`.
 
-Module names are files of firmware/frugalmqtt/ without ".py"; server.py
-(the broker side, for test peers) and _cpython.py (what MicroPython has built
-in, for CPython) are never installed on a device.
+Module names are files of firmware/frugalmqtt/ without ".py"; _cpython.py
+(what MicroPython has built in, for CPython) is never installed on a device.
+The broker side and the test conveniences are not in firmware/ at all: they
+are the host package frugalmqtt_host/.
 """
 import json
 from pathlib import Path
