@@ -49,9 +49,14 @@ def _header_byte(f, c):
     f.state = _BODY if f.rl else _DONE
 
 
+def done(f):
+    """True when codec.Framer f holds a whole packet."""
+    return f.state == _DONE
+
+
 def feed(f, data, off, end):
     """Give codec.Framer f the bytes data[off:end]; return the new offset.
-    Check f.done afterwards: the body is then at f.buf[0:f.rl]."""
+    Check done(f) afterwards: the body is then at f.buf[0:f.rl]."""
     if f.state == _DONE:
         f.reset()
     while off < end and f.state != _DONE:

@@ -146,7 +146,7 @@ class Receiver:
         f = self.framer
         while off < end:
             off = host.feed(f, data, off, end)
-            if f.done:
+            if host.done(f):
                 hdr = bytearray(5)
                 n = codec.put_vbi(hdr, 0, f.rl)
                 raw = bytes([f.first]) + bytes(hdr[:n]) + bytes(f.buf[:f.rl])

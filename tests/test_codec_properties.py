@@ -1234,7 +1234,7 @@ def _drain_framer(f, stream, v, split_points):
         off = a
         while off < b:
             off = host.feed(f, stream, off, b)
-            if f.done:
+            if host.done(f):
                 assert stream[start:off] == frame(f.first, f.buf[:f.rl])
                 assert off - start <= f.max
                 start = off
@@ -1307,7 +1307,7 @@ def test_framer_any_split(v, data):
         off = 0
         while off < len(chunk):
             off = host.feed(f, chunk, off, len(chunk))
-            if f.done:
+            if host.done(f):
                 server.decode(pkt, f.first, f.buf, 0, f.rl, v)
                 got.append(canon(summarize(pkt)))
     assert got == want
@@ -1322,7 +1322,7 @@ def test_framer_any_split(v, data):
         except EOFError:
             break
         if ready:
-            assert f.done
+            assert host.done(f)
             server.decode(pkt, f.first, f.buf, 0, f.rl, v)
             got.append(canon(summarize(pkt)))
     assert got == want
@@ -1336,7 +1336,7 @@ def test_framer_refuses_oversize_before_body(case):
     head = len(wire_bytes) - len(body)
     # exactly the maximum: accepted
     f = codec.Framer(len(wire_bytes))
-    assert host.feed(f, wire_bytes, 0, len(wire_bytes)) == len(wire_bytes) and f.done
+    assert host.feed(f, wire_bytes, 0, len(wire_bytes)) == len(wire_bytes) and host.done(f)
     # one byte over: 0x95 as soon as the fixed header is complete
     f = codec.Framer(len(wire_bytes) - 1)
     assert host.feed(f, wire_bytes, 0, head - 1) == head - 1

@@ -350,9 +350,9 @@ class Framer:
 
     A packet whose total size exceeds the maximum packet size raises
     PACKET_TOO_LARGE (0x95) as soon as its fixed header is complete, before
-    anything more is read, so no buffer is ever sized by the peer. When
-    `done`, `first` holds the packet's first byte and buf[off:off + rl] its
-    body; the next call starts on the next packet.
+    anything more is read, so no buffer is ever sized by the peer. When a
+    packet is complete, `first` holds its first byte and buf[off:off + rl]
+    its body; the next call starts on the next packet.
 
     read_packet() reads whatever the stream has, up to c bytes at once, and
     frames every packet in it without more reads. (Hosts and tests also frame
@@ -384,10 +384,6 @@ class Framer:
         self.off = 0  # where the body starts in buf
         self.r = self.w = self.c  # read_packet: bytes read, not framed yet: buf[r:w]
         self.big = 0  # read_packet: size of a large packet gathered at buf[0:w]
-
-    @property
-    def done(self):
-        return self.state == _DONE
 
     def read_packet(self, stream):
         """Frame the next packet from a non-blocking stream with readinto().

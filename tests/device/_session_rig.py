@@ -89,7 +89,7 @@ class Rig:
         types = []
         while off < len(data):
             off = host.feed(f, data, off, len(data))
-            if f.done:
+            if host.done(f):
                 types.append(self.s.receive())
         return types
 

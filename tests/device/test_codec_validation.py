@@ -59,7 +59,7 @@ def decode_ok(data, v):
     """Decode a whole packet, both through decode_packet and a Framer."""
     t = server.decode_packet(PKT, data, 0, len(data), v)
     f = codec.Framer(len(data) + 4)
-    assert host.feed(f, data, 0, len(data)) == len(data) and f.done
+    assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f)
     assert server.decode(PKT, f.first, f.buf, 0, f.rl, v) == t
     return t
 
@@ -69,7 +69,7 @@ def reason(data, v):
     and through a Framer; returns the reason code."""
     e = raises(codec.MQTTError, server.decode_packet, PKT, data, 0, len(data), v)
     f = codec.Framer(len(data) + 4)
-    assert host.feed(f, data, 0, len(data)) == len(data) and f.done, h(data)
+    assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f), h(data)
     e2 = raises(codec.MQTTError, server.decode, PKT, f.first, f.buf, 0, f.rl, v)
     assert e2.reason == e.reason, (h(data), e.reason, e2.reason)
     return e.reason

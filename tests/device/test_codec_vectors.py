@@ -40,7 +40,7 @@ def dec(data, v):
     check both agree; returns the packet type (PKT holds the fields)."""
     f = codec.Framer(len(data) + 4)
     off = host.feed(f, data, 0, len(data))
-    assert off == len(data) and f.done, h(data)
+    assert off == len(data) and host.done(f), h(data)
     t = server.decode(PKT, f.first, f.buf, 0, f.rl, v)
     framed = (t, PKT.first, PKT.pid, PKT.reason, PKT.qos, PKT.dup, PKT.retain,
               PKT.topic_len, PKT.data_len)
