@@ -1,8 +1,8 @@
 """codec.Framer: assembling packets from a byte stream.
 
-feed() (host side, copies from a buffer) and read_from() (device side, a
-stream with readinto) must yield the same packets whatever the split of the
-stream, refuse an oversize packet after reading only its fixed header, and
+host.feed() (copies from a buffer), host.read_from() (a stream with
+readinto, byte by byte) and Framer.read_packet() (what the clients use) must
+yield the same packets whatever the split of the stream, refuse an oversize packet after reading only its fixed header, and
 reject a remaining length longer than 4 bytes. Runs unchanged on CPython and
 MicroPython.
 """

@@ -7,10 +7,10 @@ from _session_rig import BOTH, pub, ack, connack, rel, h
 from frugalmqtt import codec
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
-from frugalmqtt_host import server as SV
 from frugalmqtt.err import MQTTError, ServerError
 from frugalmqtt.lite import Publisher, SESSION_LOST
 from frugalmqtt.liteprops import props
+from frugalmqtt_host import server as SV
 
 _PKT = P.Packet()
 
