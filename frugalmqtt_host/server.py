@@ -207,7 +207,6 @@ def encode_auth(buf, off, reason=0, props=None):
     return _encode_reason(buf, off, 5, AUTH, reason, props, _AUTH_V5)
 
 
-
 # ---- Any packet ------------------------------------------------------------
 
 def decode(pkt, first, buf, off, end, v):

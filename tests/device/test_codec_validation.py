@@ -713,3 +713,21 @@ def test_encoder_buffer_too_small():
     raises(ValueError, publish.encode_ack, small, 5, 5, PUBACK, 1, 0x10)
     assert publish.encode_ack(small, 4, 5, PUBACK, 1) == 4
     raises(TypeError, host.encode_publish, BUF, 0, 4, "a", "str payload")
+
+
+def test_client_decode_refuses_broker_direction_packets():
+    # A client never receives CONNECT, SUBSCRIBE or UNSUBSCRIBE: control.decode
+    # calls each a protocol error (0x82) without decoding it; the host's
+    # server.decode reads the same bodies.
+    conn = BUF[:control.encode_connect(BUF, 0, 5, "dev")]
+    sub = BUF[:control.encode_subscribe(BUF, 0, 5, 7, (("a/#", 1),))]
+    unsub = BUF[:control.encode_unsubscribe(BUF, 0, 4, 8, ("a/#",))]
+    for data, v, t in ((conn, 5, codec.CONNECT), (sub, 5, codec.SUBSCRIBE),
+                       (unsub, 4, codec.UNSUBSCRIBE)):
+        data = bytes(data)
+        f = codec.Framer(64)
+        assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f)
+        e = raises(codec.MQTTError, control.decode, PKT, f.first, f.buf, 0, f.rl, v)
+        assert e.reason == 0x82, h(data)
+        assert server.decode(PKT, f.first, f.buf, 0, f.rl, v) == t
+    assert PKT.extra == ["a/#"]
