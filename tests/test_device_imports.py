@@ -1,6 +1,7 @@
 """The device package's imports, read statically: nothing a device runs
-(firmware/, boards/) imports host code, and the modules of firmware/frugalmqtt/ import each other without a
-circle, counting the imports inside functions (lazy imports) too."""
+(firmware/, boards/) imports host code, and the modules of firmware/frugalmqtt/
+import each other without a circle, counting the imports inside functions
+(lazy imports) too. And the host package's copies of device constants."""
 import ast
 from pathlib import Path
 
@@ -101,3 +102,14 @@ def test_circle_finder_sees_lazy_and_indirect_circles(tmp_path):
                  "props": {"codec"}}
     assert cycle(g) in (["codec", "props", "codec"], ["control", "server", "control"])
     assert cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_host_copies_of_private_consts_match_the_device():
+    # frugalmqtt_host.codec repeats a few private const() values of the device
+    # modules (MicroPython cannot import them); CPython keeps the originals.
+    from frugalmqtt import codec, props
+    from frugalmqtt_host import codec as host
+    for name in ("_HEAD", "_LEN", "_BODY", "_DONE"):
+        assert getattr(host, name) == getattr(codec, name), name
+    for name in ("_BOOL", "_U16_NZ", "_U32_NZ", "_VBI_NZ", "_STR", "_PAIR"):
+        assert getattr(host, name) == getattr(props, name), name
