@@ -116,14 +116,17 @@ romfs:
 	$(PY) tools/romfs.py $(PROFILE)
 
 # Put the telemetry firmware on a board and tail it:
-#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
-# (boards/$(BOARD)/config.json; "$NAME" values come from the environment)
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base] [CONFIG=path/config.json]
+# (default boards/$(BOARD)/config.json; "$NAME" values come from the environment).
+# A running main.py is interrupted (Ctrl-C), so deploying again just works.
 PORT ?= /dev/ttyUSB0
 BOARD ?= esp32
 PROFILE ?= base
+CONFIG ?=
 .PHONY: deploy monitor
 deploy:
-	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)
+	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE) \
+	  $(if $(CONFIG),--config $(CONFIG))
 
 monitor:
 	$(PY) tools/monitor.py $(PORT)

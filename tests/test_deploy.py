@@ -38,21 +38,33 @@ def ptyboard(tmp_path):
     log.close()
 
 
+def telemetry_config(path, broker, client_id, samples):
+    cfg = {"client_id": client_id, "wifi": {"ssid": "lab", "password": "$TEST_WIFI_PASSWORD"},
+           "broker": {"host": broker.host, "port": broker.port}, "qos": 1, "period_ms": 100,
+           "samples": samples, "status_every": 3, "sensors": ["sim_temp"]}
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def run_deploy(link, config, until, *more):
+    """tools/deploy.py as a user runs it: the port and the board, nothing else."""
+    return subprocess.run([sys.executable, str(REPO / "tools" / "deploy.py"), "--port", str(link),
+                           "--board", "unix", "--config", str(config), "--until", until,
+                           "--tail", "30", *more], capture_output=True, text=True, timeout=90,
+                          env=dict(os.environ, TEST_WIFI_PASSWORD="s3cret"))
+
+
+def boots(board_log):
+    return [l.split(": ", 2)[2] for l in board_log.read_text().splitlines() if ": boot " in l]
+
+
 def test_deploy_copies_resets_and_tails_the_firmware(tmp_path, ptyboard, mosquitto):
     root, link, board_log = ptyboard
     broker = mosquitto()
-    cfg = {"client_id": "pty-1", "wifi": {"ssid": "lab", "password": "$TEST_WIFI_PASSWORD"},
-           "broker": {"host": broker.host, "port": broker.port}, "qos": 1, "period_ms": 100,
-           "samples": 3, "status_every": 3, "sensors": ["sim_temp"]}
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    cfg = telemetry_config(tmp_path / "config.json", broker, "pty-1", samples=3)
     sub = PahoSubscriber(broker, "sensors/pty-1/temp", version=5, qos=1)
     try:
-        r = subprocess.run([sys.executable, str(REPO / "tools" / "deploy.py"), "--port",
-                            str(link), "--board", "unix", "--config",
-                            str(tmp_path / "config.json"), "--resume", "--until",
-                            "telemetry: done", "--tail", "30"],
-                           capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, TEST_WIFI_PASSWORD="s3cret"))
+        r = run_deploy(link, cfg, "telemetry: done")
         msgs = sub.wait(lambda ms: len(ms) >= 3, "three readings")
     finally:
         sub.stop()
@@ -62,7 +74,8 @@ def test_deploy_copies_resets_and_tails_the_firmware(tmp_path, ptyboard, mosquit
     lines = r.stdout.splitlines()
     assert any(l.endswith("wifi: joined lab as 127.0.0.1 (attempt 1)") for l in lines)
     assert any(l.endswith("telemetry: done, 3 samples up to seq 3, 0 dropped") for l in lines)
-    assert "boot 2: -i main.py" in board_log.read_text()  # the reset booted main.py
+    # mpremote's soft reset came back in the raw REPL; deploy's booted main.py
+    assert boots(board_log) == ["REPL", "REPL (raw REPL)", "-i main.py"]
     assert [schema.decode_payload(m.payload)[1] for m in msgs] == [0, 1, 2]
     # what is on the board: the base profile as .mpy, firmware, board, config
     on_board = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
@@ -73,17 +86,91 @@ def test_deploy_copies_resets_and_tails_the_firmware(tmp_path, ptyboard, mosquit
     assert json.loads((root / "config.json").read_text())["wifi"]["password"] == "s3cret"
 
 
+def test_second_deploy_interrupts_the_running_firmware(tmp_path, ptyboard, mosquitto):
+    """The firmware runs for ever; deploying again stops it with Ctrl-C, as on a board."""
+    root, link, board_log = ptyboard
+    broker = mosquitto()
+    sub = PahoSubscriber(broker, "sensors/+/temp", version=5, qos=1)
+    try:
+        forever = telemetry_config(tmp_path / "forever.json", broker, "pty-a", samples=0)
+        r = run_deploy(link, forever, "mqtt: connected")
+        assert r.returncode == 0, r.stdout + r.stderr + board_log.read_text()
+        sub.wait(lambda ms: len(ms) >= 2, "pty-a running")
+        again = telemetry_config(tmp_path / "again.json", broker, "pty-b", samples=2)
+        r = run_deploy(link, again, "telemetry: done")
+        assert r.returncode == 0, r.stdout + r.stderr + board_log.read_text()
+        sub.wait(lambda ms: any(m.topic == "sensors/pty-b/temp" for m in ms), "pty-b")
+    finally:
+        sub.stop()
+    assert "Ctrl-C while code runs: KeyboardInterrupt" in board_log.read_text()
+    assert boots(board_log) == ["REPL", "REPL (raw REPL)", "-i main.py",  # first deploy
+                                "REPL (raw REPL)", "-i main.py"]  # second: main.py stopped
+    assert json.loads((root / "config.json").read_text())["client_id"] == "pty-b"
+
+
+def test_ptyboard_ctrl_c_stops_the_program_and_returns_to_the_repl(tmp_path):
+    import serial
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "main.py").write_text("import time\nwhile True:\n    print('busy')\n"
+                                  "    time.sleep_ms(50)\n")
+    link = tmp_path / "ttyBOARD"
+    board = subprocess.Popen([sys.executable, str(REPO / "tools" / "ptyboard.py"), "--root",
+                              str(root), "--link", str(link)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not link.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        s = serial.serial_for_url(str(link), 115200, timeout=0.2)
+
+        def read_until(text):
+            got, end = b"", time.monotonic() + 10
+            while text not in got and time.monotonic() < end:
+                got += s.read(256)
+            assert text in got, got
+            return got
+
+        read_until(b"busy")
+        s.write(b"\x03")
+        out = read_until(b">>> ")
+        assert b"KeyboardInterrupt" in out
+        s.write(b"print(6 * 7)\r")  # the REPL answers: the program is over
+        assert b"42" in read_until(b"42")
+        s.close()
+    finally:
+        board.terminate()
+        board.wait(5)
+
+
+def test_missing_port_is_reported_with_the_ports_there_are(tmp_path):
+    import serial.tools.list_ports
+    cfg = tmp_path / "config.json"
+    cfg.write_text((REPO / "boards" / "unix" / "config.sample.json").read_text())
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "deploy.py"), "--port",
+                        "/dev/ttyNOPE9", "--board", "unix", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "no serial port /dev/ttyNOPE9: nothing at that path" in r.stderr
+    assert "in use" not in r.stderr
+    ports = [p.device for p in serial.tools.list_ports.comports()]
+    for dev in ports:
+        assert dev in r.stderr
+    if not ports:
+        assert "no serial ports on this machine" in r.stderr
+
+
 def test_mip_installs_a_profile_from_a_local_package_file(ptyboard):
     root, link, _ = ptyboard
     target = root / "lib"
-    r = subprocess.run([deploy.mpremote(), "connect", str(link), "resume", "mip", "install",
+    r = subprocess.run([deploy.mpremote(), "connect", str(link), "mip", "install",
                         "--target", str(target), str(REPO / "package-asyncio.json")],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert r.returncode == 0, r.stdout + r.stderr
     got = sorted(p.name for p in (target / "frugalmqtt").iterdir())
     assert got == sorted(m + ".py" for m in profiles.PROFILES["asyncio"])
     # and the board can use it
-    r = subprocess.run([deploy.mpremote(), "connect", str(link), "resume", "exec",
+    r = subprocess.run([deploy.mpremote(), "connect", str(link), "exec",
                         "from frugalmqtt.aclient import AMQTTClient; print('ok', AMQTTClient)"],
                        capture_output=True, text=True, timeout=60)
     assert "ok <class 'AMQTTClient'>" in r.stdout, r.stdout + r.stderr
