@@ -108,6 +108,13 @@ size:
 package-json:
 	$(PY) tools/profiles.py
 
+# What a device installs with mip: every install profile as .mpy, per
+# architecture, with package*.json pointing at the .mpy files (tools/release.py):
+#   mpremote connect PORT mip install build/release/armv6m/package-lite.json
+.PHONY: release
+release:
+	$(PY) tools/release.py
+
 # A ROMFS image of an install profile (firmware built with ROMFS runs its
 # bytecode in place, from flash): build/romfs/$(PROFILE).romfs; put it on a
 # board with `mpremote connect PORT romfs deploy build/romfs/$(PROFILE).romfs`

@@ -1,10 +1,13 @@
 """tools/deploy.py for real: the MicroPython unix port acting as a board on a
 pseudo-terminal (tools/ptyboard.py), mpremote copying over it, the board
 rebooting into the telemetry firmware, which publishes to mosquitto."""
+import functools
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import deploy  # noqa: E402
 import profiles  # noqa: E402
+import release  # noqa: E402
 
 
 @pytest.fixture
@@ -160,20 +164,64 @@ def test_missing_port_is_reported_with_the_ports_there_are(tmp_path):
         assert "no serial ports on this machine" in r.stderr
 
 
-def test_mip_installs_a_profile_from_a_local_package_file(ptyboard):
+@pytest.fixture
+def http_server():
+    """What `python -m http.server -d DIR -b 127.0.0.1 PORT` serves, in a thread;
+    yields (start(dir) -> base URL, the paths requested)."""
+    requested = []
+    servers = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, fmt, *args):
+            requested.append(self.path)
+
+    def start(directory):
+        srv = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return "http://127.0.0.1:%d" % srv.server_address[1]
+
+    yield start, requested
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_mip_installs_the_lite_release_as_mpy_and_it_publishes(tmp_path, ptyboard, mosquitto,
+                                                               http_server):
+    """make release, served over HTTP; `mpremote mip install URL` puts the lite
+    profile's .mpy files in the board's /lib; the board imports them and publishes."""
     root, link, _ = ptyboard
-    target = root / "lib"
-    r = subprocess.run([deploy.mpremote(), "connect", str(link), "mip", "install",
-                        "--target", str(target), str(REPO / "package-asyncio.json")],
-                       capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert r.returncode == 0, r.stdout + r.stderr
-    got = sorted(p.name for p in (target / "frugalmqtt").iterdir())
-    assert got == sorted(m + ".py" for m in profiles.PROFILES["asyncio"])
-    # and the board can use it
-    r = subprocess.run([deploy.mpremote(), "connect", str(link), "exec",
-                        "from frugalmqtt.aclient import AMQTTClient; print('ok', AMQTTClient)"],
+    start, requested = http_server
+    release.release(tmp_path / "release", log=lambda m: None)
+    url = start(tmp_path / "release") + "/armv6m/package-lite.json"
+    r = subprocess.run([deploy.mpremote(), "connect", str(link), "mip", "install", url],
                        capture_output=True, text=True, timeout=60)
-    assert "ok <class 'AMQTTClient'>" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    lite = profiles.PROFILES["lite"]
+    # the board's lib dir (first */lib on its sys.path, as on a device) holds the .mpy files
+    assert {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} == {
+        "lib/frugalmqtt/%s.mpy" % m for m in lite}
+    assert sorted(requested) == sorted(["/armv6m/package-lite.json"] + [
+        "/armv6m/frugalmqtt/%s.mpy" % m for m in lite])
+    broker = mosquitto()
+    sub = PahoSubscriber(broker, "mip/lite", version=5, qos=1)
+    program = ("import frugalmqtt.lite as lite\n"
+               "p = lite.Publisher('mip-lite', %r, port=%d)\n"
+               "p.connect()\n"
+               "p.publish(b'mip/lite', b'from .mpy', qos=1)\n"
+               "p.flush(5000)\n"
+               "p.close()\n"
+               "print('loaded', lite.__file__)\n" % (broker.host, broker.port))
+    try:
+        r = subprocess.run([deploy.mpremote(), "connect", str(link), "exec", program],
+                           capture_output=True, text=True, timeout=60)
+        sub.wait_for(b"from .mpy")
+    finally:
+        sub.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "loaded %s/lib/frugalmqtt/lite.mpy" % root.resolve()
 
 
 def test_config_values_come_from_the_environment(tmp_path):

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import mpy  # noqa: E402
 import profiles  # noqa: E402
+import release  # noqa: E402
 
 PRESENT = [p for p in profiles.PROFILES if p not in profiles.AWAITING]
 
@@ -118,3 +119,19 @@ def test_profile_bundle_imports_on_the_unix_port(bundle, tmp_path, profile, stmt
                        capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, MICROPYPATH=".frozen:" + str(dev.parent)))
     assert r.returncode == 0 and r.stdout.strip() == "imported", r.stdout + r.stderr
+
+
+def test_release_has_each_profile_as_mpy_per_architecture(tmp_path):
+    info = release.release(tmp_path, log=lambda m: None)
+    assert json.loads((tmp_path / "release.json").read_text()) == info
+    assert info["version"] == profiles.VERSION and info["mpy"] == 6
+    assert "mpy-cross emitting mpy v6" in info["mpy_cross"]
+    for arch in mpy.ARCHS:
+        for p, modules in profiles.PROFILES.items():
+            pkg = json.loads((tmp_path / arch / profiles.package_file(p)).read_text())
+            assert pkg["version"] == profiles.VERSION
+            assert pkg["urls"] == [["frugalmqtt/%s.mpy" % m] * 2 for m in modules]
+            for _, url in pkg["urls"]:
+                assert (tmp_path / arch / url).read_bytes()[:2] == b"M\x06", url
+        shipped = {f.stem for f in (tmp_path / arch / "frugalmqtt").iterdir()}
+        assert shipped == {m for ms in profiles.PROFILES.values() for m in ms}
