@@ -85,7 +85,7 @@ scenarios:
 	for s in $(SCENARIOS); do $(PY) -m host_sim run $$s --out traces || exit 1; done
 
 # Which client-side spec requirements the tests cite (a report: never fails
-# on gaps, only when ../shared/spec/conformance.md is missing).
+# on gaps, only when the checklist tools/spec/conformance.md is missing).
 .PHONY: conformance
 conformance:
 	$(PY) tools/conformance.py
