@@ -135,3 +135,24 @@ def test_release_has_each_profile_as_mpy_per_architecture(tmp_path):
                 assert (tmp_path / arch / url).read_bytes()[:2] == b"M\x06", url
         shipped = {f.stem for f in (tmp_path / arch / "frugalmqtt").iterdir()}
         assert shipped == {m for ms in profiles.PROFILES.values() for m in ms}
+
+
+def test_one_version_everywhere():
+    """__version__ is the source; the rest must say the same."""
+    import tomllib
+    import frugalmqtt
+    version = re.search(r'^__version__ = "([^"]+)"',
+                        (profiles.PACKAGE_DIR / "__init__.py").read_text(), re.M).group(1)
+    assert profiles.VERSION == version
+    with open(REPO / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["version"] == version
+    for p in profiles.PROFILES:
+        assert json.loads((REPO / profiles.package_file(p)).read_text())["version"] == version
+    releases = re.findall(r"^## (\d+\.\d+\.\d+)\b", (REPO / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == version
+    assert frugalmqtt.__version__ == version
+
+
+def test_license_is_mit():
+    text = (REPO / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
