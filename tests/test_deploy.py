@@ -147,6 +147,21 @@ def test_ptyboard_ctrl_c_stops_the_program_and_returns_to_the_repl(tmp_path):
         board.wait(5)
 
 
+def test_deploy_while_a_monitor_holds_the_port_says_it_is_in_use(tmp_path, ptyboard):
+    import monitor
+    root, link, _ = ptyboard
+    cfg = tmp_path / "config.json"
+    cfg.write_text((REPO / "boards" / "unix" / "config.sample.json").read_text())
+    held = monitor.open_port(str(link), 115200)  # as `make monitor` in another terminal
+    try:
+        r = run_deploy(link, cfg, "never")
+    finally:
+        held.close()
+    assert r.returncode == 2
+    assert "in use by another program" in r.stderr, r.stderr
+    assert not (root / "main.py").exists()
+
+
 def test_missing_port_is_reported_with_the_ports_there_are(tmp_path):
     import serial.tools.list_ports
     cfg = tmp_path / "config.json"

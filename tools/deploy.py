@@ -137,8 +137,7 @@ def mpremote():
 
 
 def reset_and_tail(port, baud, hard, until, tail, color):
-    import serial
-    s = serial.serial_for_url(port, baud, timeout=0.1)
+    s = monitor.open_port(port, baud)
     s.write(b"\r\x03\x03")  # stop whatever runs
     time.sleep(0.2)
     s.write(b"\x02")  # leave the raw REPL if mpremote left it there

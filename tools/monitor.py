@@ -84,7 +84,9 @@ class Lines:
 
 
 def open_port(port, baud):
-    return serial.serial_for_url(port, baud, timeout=0.1)
+    """Opened exclusive (as mpremote opens it): a deploy or a second monitor
+    started meanwhile is told the port is in use, instead of sharing its bytes."""
+    return serial.serial_for_url(port, baud, timeout=0.1, exclusive=True)
 
 
 def monitor(port, baud=115200, out=sys.stdout, color=False, reconnect=True, exit_on=None,
