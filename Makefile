@@ -148,8 +148,7 @@ PROFILE ?= base
 CONFIG ?=
 .PHONY: deploy monitor
 deploy:
-	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE) \
-	  $(if $(CONFIG),--config $(CONFIG))
+	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)$(if $(CONFIG), --config $(CONFIG))
 
 monitor:
 	$(PY) tools/monitor.py $(PORT)
