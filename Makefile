@@ -68,6 +68,7 @@ bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
 	$(PY) bench/outbox_bench.py
+	$(PY) bench/sizing.py
 	$(PY) bench/pipeline_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
