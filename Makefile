@@ -91,6 +91,16 @@ scenarios:
 conformance:
 	$(PY) tools/conformance.py
 
+# The docs site (docs/*.md, Sphinx + MyST) into build/docs, strictly:
+# warnings are errors and every reference must resolve (tests/test_docs.py
+# runs this target).
+DOCS_SRC ?= docs
+DOCS_OUT ?= build/docs
+.PHONY: docs
+docs:
+	$(PY) -m sphinx -W --keep-going -n -q -E -b html -d $(DOCS_OUT)/.doctrees $(DOCS_SRC) $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
