@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import namedtuple
 
 import pytest
 
@@ -61,16 +62,20 @@ SIZING = ["max_packet", "tx_size", "slots", "slot_size", "inbound", "aliases_out
           "alias_topic_max"]
 
 
+Entry = namedtuple("Entry", "kind module cls name args text")
+
+
 def documented():
-    """[(kind, module, class or None, name, signature text or None, section text)]
-    for every py: directive of docs/api.md; section text is a class's body."""
+    """An Entry for every py: directive of docs/api.md: the class it is in
+    (or None), its signature's text (None without one) and, for a class, its
+    body's text."""
     lines = API.splitlines()
     out = []
-    stack = []  # (fence, class entry) of the open class-like directives
+    stack = []  # [fence, Entry fields, first body line] of the open classes
     for i, line in enumerate(lines):
         if stack and line.strip() == stack[-1][0]:
-            fence, entry = stack.pop()
-            entry[5] = "\n".join(lines[entry[6]:i])
+            fence, fields, first = stack.pop()
+            fields[5] = "\n".join(lines[first:i])
             continue
         m = _DIRECTIVE.match(line)
         if not m:
@@ -82,17 +87,21 @@ def documented():
                 module = opt.split(None, 1)[1].strip()
         name, _, args = sig.partition("(")
         cls = stack[-1][1] if stack else None
-        entry = [kind, module or (cls[1] if cls else None), cls[3] if cls else None,
-                 name.strip(), args[:-1] if args else None, "", i + 1]
-        out.append(entry)
+        fields = [kind, module or (cls[1] if cls else None), cls[3] if cls else None,
+                  name.strip(), args[:-1] if args else None, ""]
+        out.append(fields)
         if kind in ("class", "exception"):
-            stack.append((fence, entry))
+            stack.append([fence, fields, i + 1])
     assert not stack, "unclosed directive in api.md"
-    return [tuple(e[:6]) for e in out]
+    return [Entry(*f) for f in out]
 
 
 ENTRIES = documented()
-CLASSES = [e for e in ENTRIES if e[0] in ("class", "exception")]
+CLASSES = [e for e in ENTRIES if e.kind in ("class", "exception")]
+
+
+def entry_id(e):
+    return ".".join(x for x in (e.module, e.cls, e.name) if x)
 
 
 def real(module, cls, name):
@@ -134,24 +143,21 @@ def real_params(obj, bases=()):
     return out
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e[4] is not None],
-                         ids=lambda e: ".".join(x for x in e[1:4] if x))
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.args is not None], ids=entry_id)
 def test_documented_signature_is_the_real_one(entry):
-    kind, module, cls, name, args, _ = entry
-    obj = real(module, cls, name)
+    obj = real(entry.module, entry.cls, entry.name)
     bases = inspect.getmro(obj)[1:] if inspect.isclass(obj) else ()
-    assert doc_params(args) == real_params(obj, bases)
+    assert doc_params(entry.args) == real_params(obj, bases)
 
 
-@pytest.mark.parametrize("entry", CLASSES, ids=lambda e: "%s.%s" % (e[1], e[3]))
+@pytest.mark.parametrize("entry", CLASSES, ids=entry_id)
 def test_documented_members_exist(entry, tmp_path):
-    _, module, _, name, _, _ = entry
-    cls = real(module, None, name)
-    objs = [cls] + [o for o in instances(tmp_path)[name] if type(o) is cls]
+    cls = real(entry.module, None, entry.name)
+    objs = [cls] + [o for o in instances(tmp_path)[entry.name] if type(o) is cls]
     for e in ENTRIES:
-        if e[2] == name and e[1] == module:
-            assert any(hasattr(o, e[3]) for o in objs), (
-                "%s.%s is documented but does not exist" % (name, e[3]))
+        if e.cls == entry.name and e.module == entry.module:
+            assert any(hasattr(o, e.name) for o in objs), (
+                "%s is documented but does not exist" % entry_id(e))
 
 
 def instances(tmp_path):
@@ -182,9 +188,9 @@ def mentioned(name, text):
             or re.search(r"\} %s$" % re.escape(name), text, re.M))
 
 
-@pytest.mark.parametrize("entry", CLASSES, ids=lambda e: "%s.%s" % (e[1], e[3]))
+@pytest.mark.parametrize("entry", CLASSES, ids=entry_id)
 def test_every_public_member_is_in_the_reference(entry, tmp_path):
-    _, module, _, name, _, text = entry
+    module, name, text = entry.module, entry.name, entry.text
     cls = real(module, None, name)
     inherited = set(dir(BaseException)) if issubclass(cls, BaseException) else set(dir(object))
     names = {n for n in dir(cls) if not n.startswith("_") and n not in inherited}
@@ -218,14 +224,13 @@ def test_every_public_name_of_the_module_is_documented(module):
             names.add(n)
         elif type(obj) is int and n.isupper() and module in CONSTANTS_OF:
             names.add(n)
-    have = {e[3] for e in ENTRIES if e[1] == module and e[2] is None}
+    have = {e.name for e in ENTRIES if e.module == module and e.cls is None}
     assert names - have == set(), "%s: undocumented %s" % (module, sorted(names - have))
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e[0] == "data"],
-                         ids=lambda e: "%s.%s" % (e[1], e[3]))
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.kind == "data"], ids=entry_id)
 def test_documented_constant_has_its_value(entry):
-    _, module, _, name, _, _ = entry
+    module, name = entry.module, entry.name
     body = API[API.index("{py:data} %s\n:module: %s" % (name, module)):]
     value = re.search(r"`(-?\d+)`", body).group(1)
     assert real(module, None, name) == int(value)
