@@ -84,6 +84,7 @@ bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
 	$(PY) bench/outbox_bench.py
+	$(PY) bench/sizing.py
 	$(PY) bench/pipeline_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
@@ -105,6 +106,16 @@ scenarios:
 .PHONY: conformance
 conformance:
 	$(PY) tools/conformance.py
+
+# The docs site (docs/*.md, Sphinx + MyST) into build/docs, strictly:
+# warnings are errors and every reference must resolve (tests/test_docs.py
+# runs this target).
+DOCS_SRC ?= docs
+DOCS_OUT ?= build/docs
+.PHONY: docs
+docs:
+	$(PY) -m sphinx -W --keep-going -n -q -E -b html -d $(DOCS_OUT)/.doctrees $(DOCS_SRC) $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
