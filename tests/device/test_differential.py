@@ -24,15 +24,13 @@ keep-alive, client id), not byte for byte: each implementation announces its
 own buffer sizes in its properties. Runs on CPython and MicroPython.
 """
 import errno
-from _util import raises
-from _session_rig import pub, ack, connack, disconnect, rel, u16, h
+from _session_rig import pub, ack, connack, disconnect, h, client, read_all
 from _lite_rig import Peer, Lite
 from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
 from frugalmqtt import lite as L
 from frugalmqtt import session as S
-from frugalmqtt.base import ClientBase
 from frugalmqtt.err import MQTTError, ServerError
 
 _PKT = P.Packet()
@@ -53,25 +51,6 @@ def _connect_fields(packet, v):
 
 # ---- drivers ----------------------------------------------------------------------------------
 
-class _Stream:
-    """Non-blocking stream of scripted server bytes for the client's framer."""
-
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-
-    def readinto(self, buf, n=0):
-        n = min(n or len(buf), len(self.data) - self.pos)
-        if not n:
-            return None  # nothing more now
-        i = 0
-        while i < n:
-            buf[i] = self.data[self.pos + i]
-            i += 1
-        self.pos += n
-        return n
-
-
 class SessionDriver:
     """Session as the full client runs it: bytes framed by ClientBase._read
     (which also answers what the framer refuses), handled by receive()."""
@@ -80,26 +59,21 @@ class SessionDriver:
         self.v = v
         self.keepalive = keepalive
         self.t = 1000
-        self.out = []
         self.done = []
-        self.c = ClientBase(client_id, "broker", version=v, clock=self.now, slots=SLOTS,
-                            slot_size=256, max_packet=RX, aliases_in=0)
+        self.c, self.out = client(v, RX, client_id, clock=self.now, slots=SLOTS, slot_size=256,
+                                  aliases_in=0)
         self.s = self.c.s
-        self.s.write = self.write
         self.s.on_done = self.on_done
 
     def now(self):
         return self.t
 
-    def write(self, buf, off, n):
-        self.out.append(bytes(buf[off:off + n]))
-
     def on_done(self, pid, reason):
         self.done.append((pid, reason))
 
     def sent(self):
-        out = self.out
-        self.out = []
+        out = self.out[:]
+        del self.out[:]
         return out
 
     def connected(self):
@@ -115,9 +89,7 @@ class SessionDriver:
         return "FULL" if r == S.WINDOW_FULL else r
 
     def server(self, data):
-        st = _Stream(data)
-        while self.s.link and self.c._read(st):  # as client.MQTTClient._poll
-            self.s.receive()
+        read_all(self.c, data)
 
     def tick(self, ms):
         self.t += ms

@@ -8,10 +8,9 @@ Runs unchanged on CPython and on the MicroPython unix port.
 from _util import raises
 from frugalmqtt import control as C
 from frugalmqtt import props as PR
-from frugalmqtt.base import ClientBase
-from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
 from frugalmqtt.err import ServerError
-from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16
+from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
 
 
 def _waiting(v, **sizes):
@@ -137,38 +136,12 @@ def test_MQTT_1_5_4_1_invalid_utf8_in_connack_strings_is_malformed():
             r.protocol_error(b"\x20" + bytes((3 + len(prop), 0, 0, len(prop))) + prop, 0x81)
 
 
-class _Stream:
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-
-    def readinto(self, buf, n=0):
-        n = min(n or len(buf), len(self.data) - self.pos)
-        if not n:
-            return None
-        i = 0
-        while i < n:
-            buf[i] = self.data[self.pos + i]
-            i += 1
-        self.pos += n
-        return n
-
-
 def _client(v, max_packet):
-    """The full client's read path over a Rig-like recorder: ClientBase._read
-    frames (and answers what the framer refuses), Session.receive handles."""
-    c = ClientBase("dev", "broker", version=v, max_packet=max_packet)
-    out = []
-    c.s.write = lambda b, o, n: out.append(bytes(b[o:o + n]))
+    """The client's read path, CONNECT sent."""
+    c, out = client(v, max_packet)
     c.s.connect(60, True)
     del out[:]
     return c, out
-
-
-def _read_all(c, data):
-    st = _Stream(data)
-    while c.s.link and c._read(st):
-        c.s.receive()
 
 
 def test_MQTT_3_1_2_24_publish_one_byte_over_our_maximum_packet_size():
@@ -178,12 +151,12 @@ def test_MQTT_3_1_2_24_publish_one_byte_over_our_maximum_packet_size():
         c, out = _client(v, 48)
         fit = pub(v, b"t", b"x" * (48 - len(pub(v, b"t", b"", 1, 1))), 1, 1)
         assert len(fit) == 48
-        _read_all(c, connack(v) + fit)
+        read_all(c, connack(v) + fit)
         assert out == [b"\x40\x02\x00\x01"] and c.s.connected
         del out[:]
         over = pub(v, b"t", b"x" * (49 - len(pub(v, b"t", b"", 1, 1))), 1, 2)
         assert len(over) == 49
-        e = raises(MQTTError, _read_all, c, over)
+        e = raises(MQTTError, read_all, c, over)
         assert e.reason == 0x95
         assert out == ([b"\xe0\x01\x95"] if v == 5 else []), hl(out)
         assert not c.s.connected and not c.s.link
@@ -249,7 +222,7 @@ def test_hostile_bytes_raise_only_typed_errors():
             c, out = _client(v, 64)
             c.s.publish(b"t", b"x", 2)
             try:
-                _read_all(c, bytes(data))
+                read_all(c, bytes(data))
             except (MQTTError, ServerError):
                 n += 1
                 assert not c.s.link

@@ -7,7 +7,7 @@ import errno
 from _util import raises, unhex
 from frugalmqtt import props as PR
 from frugalmqtt import session as S
-from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, rel
 from _lite_rig import Peer, Lite
 
