@@ -46,6 +46,13 @@ def test_U_4_13_1_a_connect_to_the_client_is_a_protocol_error():
         r = Rig(v)
         r.up()
         r.protocol_error(b"\x10\x03\x00\x00\x00", 0x82)  # not even a CONNECT body
+        # Protocol name "MQTX": the broker-direction decoder answered 0x84,
+        # a code no DISCONNECT carries, and ValueError('bad reason') escaped
+        bad = bytearray(buf[:n])
+        bad[7] = 0x58
+        r = Rig(v)
+        r.up()
+        r.protocol_error(bytes(bad), 0x82)
 
 
 def test_U_4_13_1_a_second_connack_is_a_protocol_error():
