@@ -295,8 +295,8 @@ class Session:
             if pr.has(_ASSIGNED_CLIENT_ID):
                 self.client_id = pr.get_str(_ASSIGNED_CLIENT_ID)
         self.connected = True
-        self.session_present = pkt.sp
-        if not pkt.sp:
+        sp = self.session_present = pkt.sp
+        if not sp:
             # The server kept no session [MQTT-3.2.2-5]: our session state goes.
             # Messages it never acknowledged are queued again as new messages
             # (DUP=0, so nothing is lost); a QoS 2 message whose PUBREC had
@@ -307,23 +307,21 @@ class Session:
             while i < self.inbound:
                 self.in_pid[i] = 0
                 i += 1
-            i = 0
-            while i < self.slots:
-                st = self.s_state[i]
-                if st == _WAIT_COMP:
-                    self._free(i, SESSION_LOST)
-                elif st != _FREE:
-                    self.s_state[i] = _QUEUED
-                    self.queued = True
-                    self.store[i * self.slot_size] &= 0xF7
-                i += 1
         # The send quota starts at the server's Receive Maximum [MQTT-4.9.0-1];
-        # QoS 2 flows past PUBREC from the last connection count against it.
+        # a resumed QoS 2 flow past PUBREC counts against it until PUBCOMP.
         q = self.server_receive_max
         i = 0
         while i < self.slots:
-            if self.s_state[i] == _WAIT_COMP:
-                q -= 1
+            st = self.s_state[i]
+            if st == _WAIT_COMP:
+                if sp:
+                    q -= 1
+                else:
+                    self._free(i, SESSION_LOST)
+            elif st != _FREE and not sp:
+                self.s_state[i] = _QUEUED
+                self.queued = True
+                self.store[i * self.slot_size] &= 0xF7
             i += 1
         self.quota = q
         # On a resumed session resend every unacknowledged PUBREL and PUBLISH
