@@ -6,6 +6,7 @@ from frugalmqtt import codec
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
 from frugalmqtt import session as S
+from frugalmqtt.base import ClientBase
 from frugalmqtt.codec import MQTTError
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import packets
@@ -113,3 +114,39 @@ class Rig:
         assert got == want, "v%d: %r" % (self.v, hl(got))
         assert not self.s.connected and not self.s.link
         return e
+
+
+class Stream:
+    """A non-blocking stream of scripted server bytes (None: nothing now)."""
+
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def readinto(self, buf, n=0):
+        n = min(n or len(buf), len(self.data) - self.pos)
+        if not n:
+            return None
+        i = 0
+        while i < n:
+            buf[i] = self.data[self.pos + i]
+            i += 1
+        self.pos += n
+        return n
+
+
+def client(v, max_packet=1024, client_id="dev", **sizes):
+    """The full client's read path with no socket: a ClientBase whose session
+    writes into the returned list. Feed it with read_all()."""
+    c = ClientBase(client_id, "broker", version=v, max_packet=max_packet, **sizes)
+    out = []
+    c.s.write = lambda b, o, n: out.append(bytes(b[o:o + n]))
+    return c, out
+
+
+def read_all(c, data):
+    """Server bytes through ClientBase._read (which answers what the framer
+    refuses) and Session.receive, as client.MQTTClient._poll runs them."""
+    st = Stream(data)
+    while c.s.link and c._read(st):
+        c.s.receive()
