@@ -154,11 +154,12 @@ def test_MQTT_3_1_2_20_keepalive_pingreq_when_nothing_sent_or_nothing_received()
 
 
 def test_MQTT_4_9_0_2_window_full_one_convention_per_api():
-    # Session (sans-I/O, never waits): a QoS 1/2 message beyond the quota is
-    # stored and sent when an ack frees it; WINDOW_FULL only when every slot
-    # is taken. lite.Publisher (owns its socket, blocks): publish() waits up
-    # to timeout_ms for the quota, then OSError(ETIMEDOUT), like any socket
-    # call that timed out; nothing is stored then.
+    # Both: a QoS 1/2 message beyond the quota is stored and sent when an ack
+    # frees it; only when every slot is taken is the window full. Session
+    # (sans-I/O, never waits) then returns WINDOW_FULL; lite.Publisher (owns
+    # its socket, blocks) waits up to timeout_ms for a slot, then raises
+    # OSError(ETIMEDOUT), like any socket call that timed out; nothing is
+    # stored then.
     r = Rig(5, slots=2)
     r.up(props=[(PR.RECEIVE_MAXIMUM, 1)])
     p1 = r.s.publish(b"t", b"1", 1)
@@ -172,5 +173,7 @@ def test_MQTT_4_9_0_2_window_full_one_convention_per_api():
     p = Lite("lite", "broker", slots=2)
     p.connect(sock=peer)
     assert p.publish("t", b"1", 1) == 1
-    e = raises(OSError, p.publish, "t", b"2", 1, False, None, 0)
-    assert e.args[0] == errno.ETIMEDOUT and p.pending() == 1
+    assert p.publish("t", b"2", 1) == 2 and p.pending() == 2  # held for the quota
+    assert [x[0] for x in peer.sent()] == [0x10, 0x32]  # CONNECT, the first PUBLISH only
+    e = raises(OSError, p.publish, "t", b"3", 1, False, None, 0)
+    assert e.args[0] == errno.ETIMEDOUT and p.pending() == 2
