@@ -37,7 +37,7 @@ _REC = const(2)  # QoS 2 PUBLISH sent, waiting for PUBREC
 _COMP = const(3)  # PUBREL sent, waiting for PUBCOMP
 _HOLD = const(4)  # not sent on this connection yet (over the server's quota)
 SESSION_LOST = const(-3)  # on_done reason: server lost a QoS 2 flow past PUBREC
-FULL = const(-1)  # publish(): every slot the server's quota allows is taken
+FULL = const(-1)  # publish(): every slot of the table is taken
 # The size of each CONNACK property's value, by id from 0x11 to 0x2A: a 1, 2
 # or 4 byte integer, 5 a string or binary data, 6 a string pair, 0 none.
 _KINDS = b"45205500050500502201164111"
@@ -232,8 +232,9 @@ class Core:
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Send a PUBLISH; returns the packet id (0 at QoS 0), or FULL when a
-        QoS 1/2 message finds no free slot within the server's Receive
-        Maximum. topic: str or bytes; payload: bytes-like or str; props: MQTT 5
+        QoS 1/2 message finds no free slot. Beyond the server's Receive
+        Maximum a stored message waits in its slot until an ack frees the
+        quota. topic: str or bytes; payload: bytes-like or str; props: MQTT 5
         properties as props.build() made them. Once stored,
         a message is never lost: if the link is down (or fails while sending)
         it stays in the table and goes out after the next CONNACK. OSError
@@ -264,7 +265,7 @@ class Core:
             self.topic = topic
         a = 0
         if qos:
-            if self.n >= self.quota or self.n >= self.slots:
+            if self.n >= self.slots:
                 return FULL
             i = 0
             while self.state[i]:
@@ -293,11 +294,8 @@ class Core:
                     o = self._text(b, _HEAD + 2, topic)
                 else:  # bytes: copied inline, the common case kept fast
                     b[_HEAD + 2:o] = topic
-            pid = 0
+            p = o  # the packet id goes here once the packet is known to be sent
             if qos:
-                pid = self._pid()
-                b[o] = pid >> 8
-                b[o + 1] = pid & 0xFF
                 o += 2
             if self.v == 5:
                 n = len(props) if props else 0
@@ -341,6 +339,9 @@ class Core:
         if not qos:
             self._send(b, s, o - s)
             return 0
+        pid = self._pid()
+        b[p] = pid >> 8
+        b[p + 1] = pid & 0xFF
         self.pid[i] = pid
         self.start[i] = s
         self.size[i] = o - s
@@ -350,7 +351,9 @@ class Core:
         self.n += 1
         if self.ob:
             self.ob.put(i)  # recorded before it is sent
-        if self.up:
+        # within the server's quota it goes now; beyond it, it waits in its
+        # slot (its flow is the newest) until an ack frees the quota [MQTT-4.9.0-2]
+        if self.up and self.n <= self.quota:
             try:
                 self._go(i)
             except OSError:
@@ -423,15 +426,27 @@ class Core:
         ka = self.ka_ms
         if not ka or not self.up:
             return -1
-        w = ka - ticks_diff(self.clock(), self.ping_t if self.ping_out else self.last_tx)
-        if w <= 0:
-            if self.ping_out:
+        now = self.clock()
+        # PINGRESP due within half the keep-alive (1 s at least)
+        due = ka // 2 if ka > 2000 else 1000
+        if self.ping_out:
+            w = due - ticks_diff(now, self.ping_t)
+            if w <= 0:
                 self.close()
                 raise OSError(errno.ETIMEDOUT)  # no PINGRESP: a half-open link
+            return w
+        # PINGREQ after a keep-alive period with nothing sent [MQTT-3.1.2-20]
+        # or nothing received (a client may ping at any time, 3.12.4): so a
+        # publisher that only sends QoS 0 still notices a half-open link
+        w = ka - ticks_diff(now, self.last_tx)
+        k = ka - ticks_diff(now, self.last_rx)
+        if k < w:
+            w = k
+        if w <= 0:
             self._ack(0xC0, 0)  # PINGREQ
             self.ping_out = True
-            self.ping_t = self.last_tx
-            w = ka
+            self.ping_t = now
+            w = due
         return w
 
     # ---- receive ------------------------------------------------------------
@@ -463,6 +478,7 @@ class Core:
             self.up = True
             self.sp = sp
             self.ping_out = False
+            self.last_rx = self.last_tx
             # Resend the table in order [MQTT-4.4.0-1], a PUBLISH sent before
             # with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
             # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
@@ -491,8 +507,15 @@ class Core:
                         self._go(i)
                 k += 1
             return
+        self.last_rx = self.clock()
         if t == 3:
             return self.inbound(3, rl)
+        if not t:
+            raise self._fail(0x81)  # type 0 is no packet: malformed (5.0 2.1.2)
+        if t < 4 or t == 8 or t == 10 or t == 12 or t == 15 or t == 14 and self.v == 4:
+            # a packet only a server receives, a second CONNACK [MQTT-3.2.0-1], a
+            # 3.1.1 DISCONNECT (only clients send it), AUTH (we never start it)
+            raise self._fail(0x82)
         if first & 0x0F != (2 if t == 6 else 0):
             raise self._fail(0x81)  # [MQTT-2.1.3-1]
         if t == 13:  # PINGRESP
@@ -500,13 +523,11 @@ class Core:
                 raise self._fail(0x81)  # a PINGRESP has no body (3.13)
             self.ping_out = False
             return
-        if t == 14 and self.v == 5:  # server DISCONNECT [MQTT-4.13.2-1]
+        if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
             self.close()
             raise ServerError(r[0] if rl else 0)
-        if t == 9 or t == 11:
+        if t > 7:
             return self.inbound(t, rl)  # SUBACK, UNSUBACK
-        if t < 4 or t > 7:
-            raise self._fail(0x82)  # a packet a client never receives
         if rl < 2 or self.v == 4 and rl != 2:
             raise self._fail(0x81)
         code = r[2] if rl > 2 else 0
@@ -556,7 +577,9 @@ class Core:
         requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
         a protocol error here. recv.Receiver replaces this."""
         if t == 6:
-            return self._ack(0x70, n)  # PUBCOMP [MQTT-4.3.3-11]
+            # PUBCOMP; we keep no record of inbound QoS 2 ids, so none is
+            # found [MQTT-4.3.3-11] [MQTT-3.7.2-1]
+            return self._ack(0x70, n, 0x92)
         if t != 3:
             raise self._fail(0x82)  # SUBACK, UNSUBACK: we never subscribed
         first = self.first
@@ -566,6 +589,9 @@ class Core:
         # [MQTT-3.3.1-4] [MQTT-3.3.1-2]
         if qos == 3 or first & 8 and not qos or o + (2 if qos else 0) > n or not utf8(r, 2, o):
             raise self._fail(0x81)  # [MQTT-1.5.4-1]
+        if qos > self.max_qos:
+            # no subscription was granted above the server's Maximum QoS [U-3.3.4-e]
+            raise self._fail(0x9B)
         p = r[o] << 8 | r[o + 1] if qos else 1
         k = 2
         while k < o and r[k] != 0x23 and r[k] != 0x2B:

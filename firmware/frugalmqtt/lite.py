@@ -69,8 +69,9 @@ class Publisher(Core):
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """Send a PUBLISH; returns the packet id (0 at QoS 0). topic: str or
         bytes; payload: bytes-like or str; props: the bytes props() made (5.0).
-        QoS 1/2 wait (up to timeout_ms, -1 forever) for a free slot within
-        the server's Receive Maximum; once stored, a message is never lost:
+        QoS 1/2 wait (up to timeout_ms, -1 forever) for a free slot; beyond
+        the server's Receive Maximum a message waits in its slot until an ack
+        frees the quota. Once stored, a message is never lost:
         if the link is down (or fails while sending) it stays in the table
         and goes out after connect(). OSError means it was not stored."""
         while True:
@@ -143,8 +144,9 @@ class Publisher(Core):
                 raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
             self._fill(1, 2)
         rl |= r[1] << s
-        if rl > len(r):
-            # refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
+        if rl + 2 + s // 7 > len(r):
+            # over our Maximum Packet Size (all of it counts, the fixed header
+            # too): refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
             raise self._fail(0x95)
         self._fill(0, rl)
         return rl

@@ -3,7 +3,7 @@
 # CPython): no f-strings, no typing, no pytest.
 #
 # Under the MicroPython unix port:
-#   MICROPYPATH=firmware:tests/mp_client micropython tests/mp_client/scenarios.py NAME PARAMS_JSON
+#   MICROPYPATH=firmware:.:tests/mp_client micropython tests/mp_client/scenarios.py NAME PARAMS_JSON
 # prints one "@@ {json}" line per event and "@@ {"ev": "end"}" last; any
 # exception escapes (traceback on stderr, exit code 1). Under CPython pytest
 # imports this module and calls run(name, params, sink) in-process: the same
@@ -21,8 +21,7 @@ except ImportError:
 
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff
 from frugalmqtt import props as P
-from frugalmqtt.publish import size_publish
-from frugalmqtt.codec import Cur
+from frugalmqtt_host.codec import size_publish, props_items  # test conveniences
 
 _sink = None  # None: print lines (subprocess); else a function taking the line
 
@@ -57,25 +56,6 @@ def prop_value(v):
     return ["b", hx(v)]
 
 
-def prop_items(props):
-    """A received message's properties as (id, value) pairs, decoded by the
-    reference codec from the block the device's Props points at."""
-    blk = bytes(props.buf[props.off:props.end])
-    n = len(blk)
-    head = bytearray()
-    while True:
-        head.append(n & 0x7F | (0x80 if n > 127 else 0))
-        n >>= 7
-        if not n:
-            break
-    b = bytes(head) + blk
-    cur = Cur()
-    cur.set(b, 0, len(b))
-    pr = P.Props()
-    P.parse(pr, cur, 3)
-    return pr.items()
-
-
 class Rec:
     """Records what a client receives (copies: the Message is reused)."""
 
@@ -88,7 +68,7 @@ class Rec:
         d = {"topic": text(m.topic), "payload": text(m.payload), "qos": m.qos,
              "retain": m.retain, "dup": m.dup}
         if self.with_props:
-            d["props"] = [[i, prop_value(v)] for i, v in prop_items(m.props)]
+            d["props"] = [[i, prop_value(v)] for i, v in props_items(m.props)]
         self.msgs.append(d)
 
     def has(self, payload):
