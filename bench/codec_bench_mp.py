@@ -21,9 +21,9 @@
 import gc
 import sys
 
-from frugalmqtt import control, publish
-from frugalmqtt import props as P
-from frugalmqtt.codec import PUBACK
+from frugalmqtt_host.ref import control, publish
+from frugalmqtt_host.ref import props as P
+from frugalmqtt_host.ref.codec import PUBACK
 from frugalmqtt_host import codec as host
 
 MP = sys.implementation.name == "micropython"

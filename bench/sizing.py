@@ -19,7 +19,7 @@ import client_bench as cb  # noqa: E402  (machine facts, tools)
 
 sys.path.insert(0, str(cb.REPO / "firmware"))
 from frugalmqtt.lite import Publisher  # noqa: E402
-from frugalmqtt.session import Session  # noqa: E402
+from frugalmqtt_host.ref.session import Session  # noqa: E402
 
 DEFAULTS = {"MQTTClient": Session, "Publisher": Publisher}
 

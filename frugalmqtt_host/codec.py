@@ -3,12 +3,12 @@
 # a blocking stream, encode_publish (with its checks; devices write PUBLISH
 # with publish.put_publish), the size_* helpers, and copies of what a decoded
 # packet holds. Runs on CPython and MicroPython.
-from frugalmqtt.codec import (MQTTError, malformed, topic_len, PACKET_TOO_LARGE, SUBSCRIBE,
+from .ref.codec import (MQTTError, malformed, topic_len, PACKET_TOO_LARGE, SUBSCRIBE,
                               UNSUBSCRIBE, DISCONNECT)
-from frugalmqtt.props import USER_PROPERTY, _TYPE, _vbi_at
-from frugalmqtt.publish import (put_publish, publish_rl, total, _publish_props_len,
+from .ref.props import USER_PROPERTY, _TYPE, _vbi_at
+from .ref.publish import (put_publish, publish_rl, total, _publish_props_len,
                                 _ack_props_len, _ack_rl)
-from frugalmqtt.control import _connect_rl, _sub_rl, _reason_rl, _DISCONNECT_V5
+from .ref.control import _connect_rl, _sub_rl, _reason_rl, _DISCONNECT_V5
 
 # The device modules' private const() names are not importable on MicroPython
 # (they exist only at compile time): the ones needed here, again.

@@ -1,8 +1,8 @@
 # Whole MQTT packets as bytes, from the codec's encoders: what a scripted
 # broker sends (host_sim/scripted.py) and what the device tests feed a client
 # or compare its output with. Runs on CPython and MicroPython.
-from frugalmqtt import control
-from frugalmqtt.publish import encode_ack
+from .ref import control
+from .ref.publish import encode_ack
 from .codec import encode_publish
 from . import server
 

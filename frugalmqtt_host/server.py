@@ -8,13 +8,13 @@ try:
 except ImportError:
     const = int  # CPython
 
-from frugalmqtt.codec import (MQTTError, malformed, protocol_error, check_filter, check_first,
+from .ref.codec import (MQTTError, malformed, protocol_error, check_filter, check_first,
                               put_u16, CONNECT, CONNACK, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
                               UNSUBACK, AUTH)
-from frugalmqtt import control
-from frugalmqtt import props as _props
-from frugalmqtt.publish import total
-from frugalmqtt.control import (Will, _props_len, _head, _put_props, _pl, _reason_rl,
+from .ref import control
+from .ref import props as _props
+from .ref.publish import total
+from .ref.control import (Will, _props_len, _head, _put_props, _pl, _reason_rl,
                                 _encode_reason, _SUBACK_V4, _SUBACK_V5, _UNSUBACK_V5, _AUTH_V5,
                                 _CONNACK_V4, _CONNACK_V5)
 from .codec import props_items

@@ -26,7 +26,7 @@ except ImportError:
     import ujson as json
 
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff, sleep_ms
-from frugalmqtt.session import WINDOW_FULL
+from frugalmqtt.client import WINDOW_FULL
 from host_sim.schema import encode_payload
 
 

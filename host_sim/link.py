@@ -27,7 +27,7 @@ import random
 import threading
 import time
 
-from frugalmqtt.codec import CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref.codec import CONNECT, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
 from . import wire
 
 ACTIONS = ("after", "drop", "mid", "blackhole")

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 
-from frugalmqtt.codec import (CONNECT, DISCONNECT, PINGREQ, PINGRESP, PUBLISH, PUBREL,
+from frugalmqtt_host.ref.codec import (CONNECT, DISCONNECT, PINGREQ, PINGRESP, PUBLISH, PUBREL,
                               SUBSCRIBE)
 from frugalmqtt_host import packets
 from . import wire

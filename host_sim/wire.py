@@ -1,11 +1,11 @@
 """Splitting a TCP byte stream into MQTT packets and describing each one with
 the shared codec (frugalmqtt_host.server.decode_packet, both directions):
 used by the link simulator and the scripted broker. Host only."""
-from frugalmqtt import publish
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import publish
+from frugalmqtt_host.ref import props as P
 from frugalmqtt_host import server
 from frugalmqtt_host.codec import topic_bytes, payload_bytes, props_items
-from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
+from frugalmqtt_host.ref.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP,
                               DISCONNECT, AUTH, MQTTError)
 

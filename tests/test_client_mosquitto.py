@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from frugalmqtt import codec
+from frugalmqtt_host.ref import codec
 from hostkit import PahoSubscriber, micropython_binary
 from host_sim.link import Link, Rule
-from frugalmqtt import props as P
-from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
+from frugalmqtt_host.ref import props as P
+from frugalmqtt_host.ref.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               DISCONNECT)
 
 REPO = Path(__file__).resolve().parent.parent

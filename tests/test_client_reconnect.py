@@ -6,7 +6,7 @@ import time
 import pytest
 
 from frugalmqtt.client import MQTTClient
-from frugalmqtt.session import WINDOW_FULL
+from frugalmqtt_host.ref.session import WINDOW_FULL
 
 
 def _poll_until(clients, cond, seconds=10):

@@ -30,11 +30,11 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from frugalmqtt import codec, control, publish
+from frugalmqtt_host.ref import codec, control, publish
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server
-from frugalmqtt import props as P
-from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
+from frugalmqtt_host.ref import props as P
+from frugalmqtt_host.ref.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP,
                               DISCONNECT)
 

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from frugalmqtt import codec, control, props, publish
+from frugalmqtt_host.ref import codec, control, props, publish
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server
 

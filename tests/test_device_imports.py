@@ -95,8 +95,8 @@ def test_circle_finder_sees_lazy_and_indirect_circles(tmp_path):
     (tmp_path / "control.py").write_text("from .codec import x\n\ndef decode():\n"
                                          "    from . import server\n")
     (tmp_path / "server.py").write_text("from .control import Will\n")
-    (tmp_path / "codec.py").write_text("from frugalmqtt import props\n")
-    (tmp_path / "props.py").write_text("import frugalmqtt.codec\n")
+    (tmp_path / "codec.py").write_text("from frugalmqtt_host.ref import props\n")
+    (tmp_path / "props.py").write_text("import frugalmqtt_host.ref.codec\n")
     g = graph(tmp_path)
     assert g == {"control": {"codec", "server"}, "server": {"control"}, "codec": {"props"},
                  "props": {"codec"}}
@@ -107,7 +107,7 @@ def test_circle_finder_sees_lazy_and_indirect_circles(tmp_path):
 def test_host_copies_of_private_consts_match_the_device():
     # frugalmqtt_host.codec repeats a few private const() values of the device
     # modules (MicroPython cannot import them); CPython keeps the originals.
-    from frugalmqtt import codec, props
+    from frugalmqtt_host.ref import codec, props
     from frugalmqtt_host import codec as host
     for name in ("_HEAD", "_LEN", "_BODY", "_DONE"):
         assert getattr(host, name) == getattr(codec, name), name

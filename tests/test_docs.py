@@ -250,7 +250,7 @@ def reason_table():
 
 
 def test_reason_code_table_matches_the_codec():
-    from frugalmqtt import control, publish
+    from frugalmqtt_host.ref import control, publish
     codec = {
         "CONNACK": control._CONNACK_V5, "SUBACK": control._SUBACK_V5,
         "UNSUBACK": control._UNSUBACK_V5, "DISCONNECT": control._DISCONNECT_V5,
@@ -265,7 +265,7 @@ def test_reason_code_table_matches_the_codec():
 
 
 def test_311_connack_codes_are_the_codecs():
-    from frugalmqtt import control
+    from frugalmqtt_host.ref import control
     text = (DOCS / "reason-codes.md").read_text(encoding="utf-8")
     part = text[text.index("## MQTT 3.1.1"):text.index("SUBACK return codes")]
     assert {int(c) for c in re.findall(r"^\| `(\d)` \|", part, re.M)} == set(control._CONNACK_V4)

@@ -3,7 +3,7 @@ program, CPython in-process) and a real mosquitto: every fault it can apply,
 and what the device and an independent subscriber see."""
 import pytest
 
-from frugalmqtt.codec import CONNECT, PUBLISH, PUBREC, PUBREL
+from frugalmqtt_host.ref.codec import CONNECT, PUBLISH, PUBREC, PUBREL
 from host_sim.devices import run_device
 from host_sim.link import Link, Rule, protocol_violations, pubrel_after_pubrec
 from host_sim.subscriber import Subscriber

@@ -4,7 +4,7 @@ link is cut before, after and in the middle of every packet of the 3rd
 message's publish exchange in both directions (plus a cut right after the
 CONNACK of the resumed session): no message lost, no QoS 2 duplicate, DUP=1
 on every resent PUBLISH, PUBREL (not PUBLISH) resent after PUBREC."""
-from frugalmqtt.codec import PUBLISH, PUBREL
+from frugalmqtt_host.ref.codec import PUBLISH, PUBREL
 from host_sim import scenario
 from host_sim.link import protocol_violations, pubrel_after_pubrec
 from host_sim.run import Runner

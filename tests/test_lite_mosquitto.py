@@ -2,7 +2,7 @@
 mosquitto, under CPython and as a MicroPython unix-port process, 3.1.1 and
 5.0. The device side is in tests/mp_client/scenarios.py (lite_*); the
 runner, the cutting proxy and its resume rules are test_client_mosquitto's."""
-from frugalmqtt.codec import PUBLISH, PUBREL
+from frugalmqtt_host.ref.codec import PUBLISH, PUBREL
 from hostkit import PahoSubscriber
 from test_client_mosquitto import (BOTH, RESUME_RULES, counts, run_device, start_proxy,
                                    paho_sub, wait_disconnect)

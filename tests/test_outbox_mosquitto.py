@@ -138,7 +138,7 @@ def test_asyncio_client_takes_an_outbox(mosquitto, tmp_path):
             assert [m.payload for m in msgs if m.qos == q] == [b"%d" % k for k in range(8)
                                                                if 1 + k % 2 == q], msgs
         from frugalmqtt.outbox import Outbox
-        from frugalmqtt.session import Session
+        from frugalmqtt_host.ref.session import Session
         s = Session("x", lambda b, o, n: None, 5, slots=2)
         ob = Outbox(path, 4096)
         ob.attach(s)

@@ -9,7 +9,7 @@ import sys
 LIB = os.getenv("BENCH_LIB") or "frugalmqtt"
 if LIB == "frugalmqtt":
     from frugalmqtt.client import MQTTClient
-    from frugalmqtt import props as _p
+    from frugalmqtt_host.ref import props as _p
     # One user property, built once and reused (encoding it allocates nothing)
     PROPS5 = [(_p.USER_PROPERTY, ("k", "v"))]
     BATCH = 1000  # publishes between clock reads in throughput runs

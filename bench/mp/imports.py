@@ -46,8 +46,8 @@ elif profile == "liteprops":  # a 5.0 device that also sends PUBLISH properties
     from frugalmqtt.lite import Publisher
     from frugalmqtt.liteprops import props
 elif profile == "core":
-    from frugalmqtt.session import Session
-    from frugalmqtt.transport import Transport
+    from frugalmqtt_host.ref.session import Session
+    from frugalmqtt_host.ref.transport import Transport
 elif profile == "mods":  # the named modules (another library, `make compare`)
     for m in sys.argv[2:]:
         __import__(m)

@@ -29,7 +29,7 @@ def path(name):
 
 if case == "mem":
     from frugalmqtt.client import MQTTClient
-    from frugalmqtt.session import Session
+    from frugalmqtt_host.ref.session import Session
     gc.collect()
     a = gc.mem_alloc()
     from frugalmqtt.outbox import Outbox
@@ -45,7 +45,7 @@ if case == "mem":
     print("@@ instance", gc.mem_alloc() - c)
 elif case == "fill":
     from frugalmqtt.outbox import Outbox
-    from frugalmqtt.session import Session, OUTBOX_FULL
+    from frugalmqtt_host.ref.session import Session, OUTBOX_FULL
     qos = int(sys.argv[5])
     p = path("fill.bin")
     s = Session("f", lambda buf, off, n: None, 5)

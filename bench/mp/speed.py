@@ -20,10 +20,10 @@ import socket
 from time import ticks_us, ticks_diff, sleep_ms
 
 from bcommon import HOST, PORT, ARGS, TOPIC, PAYLOAD, BATCH, out, fail, client, flush, publish_n
-from frugalmqtt.control import encode_connect, decode
-from frugalmqtt.publish import Packet
-from frugalmqtt.codec import Framer, CONNACK, PUBACK
-from frugalmqtt import props as _p
+from frugalmqtt_host.ref.control import encode_connect, decode
+from frugalmqtt_host.ref.publish import Packet
+from frugalmqtt_host.ref.codec import Framer, CONNACK, PUBACK
+from frugalmqtt_host.ref import props as _p
 from frugalmqtt_host.codec import encode_publish, read_from
 
 _BATCH = 1000

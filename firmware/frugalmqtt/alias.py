@@ -28,7 +28,8 @@ class Aliases:
     def alias(self, topic):
         """The alias for topic on this connection: k > 0 when the server knows
         it, -k when this PUBLISH is to carry the topic and k, 0 for none.
-        alias(None) starts a connection: the server knows none."""
+        alias(k), k an int: the PUBLISH carrying alias k goes, the server will
+        know it. alias(None) starts a connection: the server knows none."""
         t = self.a_out
         k = self.a_known
         i = 0
@@ -36,6 +37,9 @@ class Aliases:
             while i < self.aliases:
                 k[i] = 0
                 i += 1
+            return 0
+        if type(topic) is int:
+            k[topic - 1] = 1
             return 0
         if type(topic) is bytearray:
             return 0
@@ -45,10 +49,7 @@ class Aliases:
                 t[i] = topic
                 x = topic
             if x is topic or type(x) is type(topic) and x == topic:
-                if k[i]:
-                    return i + 1
-                k[i] = 1
-                return -1 - i
+                return i + 1 if k[i] else -1 - i
             i += 1
         return 0
 

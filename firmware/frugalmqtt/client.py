@@ -57,7 +57,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             p = self.rprops()
             if connect_props:
                 if type(connect_props) is not bytes:
-                    from .mprops import build
+                    from .props import build
                     connect_props = build(connect_props, 1)
                 p += connect_props
         Publisher.__init__(self, client_id, server, port, version, user, password, keepalive,
@@ -137,7 +137,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         waiting would overwrite the message being handled). props:
         props.build() bytes (or (id, value) pairs, built on each call)."""
         if props and type(props) is not bytes:
-            from .mprops import build
+            from .props import build
             props = build(props)
         if not qos and not self.up:
             self.ensure_connected()
@@ -185,7 +185,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
 
     def _sub(self, items, props, unsub, timeout_ms):
         if props and type(props) is not bytes:
-            from .mprops import build
+            from .props import build
             props = build(props, 10 if unsub else 8)
         if not self.up:
             self.ensure_connected()

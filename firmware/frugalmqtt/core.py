@@ -271,11 +271,9 @@ class Core:
             while self.state[i]:
                 i += 1
             b = self.img[i]
-            # An alias only for a message that goes now (a held one must not
-            # lean on an alias sent after it) and whose plain form fits the
-            # slot: it is resent plain on a new connection (Aliases.prepare).
-            if self.amax and self.up and type(payload) is not str and len(payload) + self.tn + (
-                    len(props) if props else 0) + 12 <= len(b):
+            # an alias only for a message that goes now: a held one must not
+            # lean on an alias sent after it
+            if self.amax and self.up and self.n < self.quota:
                 a = self.alias(topic)
         else:
             b = self.img[-1]
@@ -284,58 +282,79 @@ class Core:
         # The body goes after _HEAD spare bytes; _seal puts the fixed header
         # right before it once the length is known. An alias the server
         # knows (a > 0) replaces the topic; a new one (a < 0) goes with it.
-        n = self.tn if a <= 0 else 0
-        b[_HEAD] = n >> 8
-        b[_HEAD + 1] = n & 0xFF
-        try:
+        f = 0x30 | qos << 1 | (1 if retain else 0)
+        while True:
+            n = self.tn if a <= 0 else 0
+            b[_HEAD] = n >> 8
+            b[_HEAD + 1] = n & 0xFF
             o = _HEAD + 2 + n
-            if n:
-                if type(topic) is str:
-                    o = self._text(b, _HEAD + 2, topic)
-                else:  # bytes: copied inline, the common case kept fast
-                    b[_HEAD + 2:o] = topic
-            p = o  # the packet id goes here once the packet is known to be sent
-            if qos:
-                o += 2
-            if self.v == 5:
-                n = len(props) if props else 0
-                if a:
-                    n += 3
-                if n < 128:
-                    b[o] = n
-                    o += 1
-                else:
-                    b[o] = n & 0x7F | 0x80
-                    b[o + 1] = n >> 7
+            try:
+                if n:
+                    if type(topic) is str:
+                        o = self._text(b, _HEAD + 2, topic)
+                    else:  # bytes: copied inline, the common case kept fast
+                        b[_HEAD + 2:o] = topic
+                p = o  # the packet id goes here once the packet is known to go
+                if qos:
                     o += 2
-                if a:  # Topic Alias, never 0 nor above the server's maximum [MQTT-3.3.2-8]
-                    if a < 0:
-                        a = -a
-                    b[o] = 0x23
-                    b[o + 1] = a >> 8
-                    b[o + 2] = a & 0xFF
-                    o += 3
-                if props:
-                    o = self._text(b, o, props)
-            if type(payload) is str:
-                o = self._text(b, o, payload)
+                if self.v == 5:
+                    n = len(props) if props else 0
+                    if a:
+                        n += 3
+                    if n < 128:
+                        b[o] = n
+                        o += 1
+                    else:
+                        b[o] = n & 0x7F | 0x80
+                        b[o + 1] = n >> 7
+                        o += 2
+                    if a:  # Topic Alias, never 0 nor above the server's maximum [MQTT-3.3.2-8]
+                        n = -a if a < 0 else a
+                        b[o] = 0x23
+                        b[o + 1] = n >> 8
+                        b[o + 2] = n & 0xFF
+                        o += 3
+                    if props:
+                        o = self._text(b, o, props)
+                if type(payload) is str:
+                    o = self._text(b, o, payload)
+                else:
+                    n = len(payload)
+                    if o + n > len(b):
+                        raise IndexError
+                    b[o:o + n] = payload
+                    o += n
+            except IndexError:
+                if a < 0:  # plain, without the new alias's 3 bytes, it may fit
+                    a = 0
+                    continue
+                raise ValueError("packet larger than max_packet")
+            n = o - _HEAD
+            if n < 128:  # the fixed header inline: the common case kept fast
+                s = _HEAD - 2
+                b[s] = f
+                b[_HEAD - 1] = n
             else:
-                n = len(payload)
-                if o + n > len(b):
-                    raise IndexError
-                b[o:o + n] = payload
-                o += n
-        except IndexError:
-            raise ValueError("packet larger than max_packet")
-        n = o - _HEAD
-        if n < 128:  # the fixed header inline: the common case kept fast
-            s = _HEAD - 2
-            b[s] = 0x30 | qos << 1 | (1 if retain else 0)
-            b[_HEAD - 1] = n
-        else:
-            s = self._seal(b, o, 0x30 | qos << 1 | (1 if retain else 0))
-        if o - s > self.server_max:
-            raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+                s = self._seal(b, o, f)
+            if not a:
+                if o - s > self.server_max:
+                    raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+                break
+            # The limits bound the plain packet: whether a message goes never
+            # depends on which aliases the server knows [MQTT-3.2.2-15]
+            n += (self.tn if a > 0 else 0) - 3
+            k = len(props) if props else 0
+            if k < 128 <= k + 3:
+                n -= 1  # its property length takes a byte less
+            if _HEAD + n > len(b):
+                raise ValueError("packet larger than max_packet")
+            if n + (2 if n < 128 else 3 if n < 16384 else 4) > self.server_max:
+                raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+            if o - s <= self.server_max:
+                break
+            a = 0  # the new alias's 3 bytes would pass the server's limit: plain this time
+        if a < 0:
+            self.alias(-a)  # the server learns it with this packet
         if not qos:
             self._send(b, s, o - s)
             return 0

@@ -1,20 +1,17 @@
-# MQTT 5 properties (MQTT 5.0 2.2.2). One table by property id gives the
-# value type and the packets the property may appear in; it drives encoding,
-# decoding and validation. Properties to send are a sequence of
-# (id, value) pairs, written in that order (user property order is kept).
-# Received properties are validated in one pass that records where each
-# value starts in the receive buffer (no copies).
+# MQTT 5 properties (MQTT 5.0 2.2.2), for the profiles that send or read
+# more than lite's PUBLISH properties. One table by property id gives the
+# value type and the packets it may appear in; it drives building, parsing
+# and validation. Outgoing properties are built once into the raw bytes the
+# core writes (build()); received ones are validated in one pass that keeps
+# where each value starts in the receive buffer (Props, no copies).
 from array import array
+from .core import utf8
 
 try:
     from micropython import const
-except ImportError:
-    const = int  # CPython
+except ImportError:  # CPython
+    from ._cpython import const
 
-from .codec import (MQTTError, malformed, protocol_error, str_len, put_str, put_u16, put_vbi,
-                    vbi_size, has_wildcard)
-
-# Property ids (MQTT 5.0 Table 2-4)
 PAYLOAD_FORMAT = const(0x01)
 MESSAGE_EXPIRY = const(0x02)
 CONTENT_TYPE = const(0x03)
@@ -44,13 +41,10 @@ SUB_ID_AVAILABLE = const(0x29)
 SHARED_SUB_AVAILABLE = const(0x2A)
 
 _NIDS = const(0x2B)
-_TOPIC_ALIAS_INVALID = const(0x94)  # reason code
-
-# Value types; the *_NZ types must not be 0 and _BOOL only 0 or 1.
-_BYTE = const(1)
-_BOOL = const(2)
+# value types
+_BOOL = const(2)  # 1 byte, 0 or 1 (1, _BYTE, is not used by MQTT 5.0)
 _U16 = const(3)
-_U16_NZ = const(4)
+_U16_NZ = const(4)  # not 0
 _U32 = const(5)
 _U32_NZ = const(6)
 _VBI_NZ = const(7)
@@ -58,7 +52,8 @@ _STR = const(8)
 _BIN = const(9)
 _PAIR = const(10)
 
-# Packet masks: bit n = packet type n; bit 0 stands for the Will Properties.
+# Where a property may appear: bit n for packet type n; bit 0 stands for the
+# will properties (WILL).
 WILL = const(0)
 _C = const(1 << 1)  # CONNECT
 _CA = const(1 << 2)  # CONNACK
@@ -67,30 +62,28 @@ _W = const(1 << 0)  # Will properties
 _ACKS = const(0xF0)  # PUBACK, PUBREC, PUBREL, PUBCOMP
 _S = const(1 << 8)  # SUBSCRIBE
 _SA = const(1 << 9)  # SUBACK
-_U = const(1 << 10)  # UNSUBSCRIBE
 _UA = const(1 << 11)  # UNSUBACK
 _D = const(1 << 14)  # DISCONNECT
 _A = const(1 << 15)  # AUTH
 
-# id -> type (0: no such property), by the numbers above (1 _BYTE .. 0x0A
-# _PAIR). A bytes literal, not bytes((_BOOL, ...)): the tuple such a call is
-# built from would stay in RAM as a constant.
+# id -> type (0: no such property). A bytes literal: a bytes((...)) call would
+# keep its source tuple in RAM as a constant.
 #   01 PAYLOAD_FORMAT bool       02 MESSAGE_EXPIRY u32          03 CONTENT_TYPE str
 #   08 RESPONSE_TOPIC str        09 CORRELATION_DATA bin        0B SUBSCRIPTION_ID vbi
 #   11 SESSION_EXPIRY u32        12 ASSIGNED_CLIENT_ID str      13 SERVER_KEEP_ALIVE u16
 #   15 AUTH_METHOD str           16 AUTH_DATA bin               17 REQUEST_PROBLEM_INFO bool
 #   18 WILL_DELAY u32            19 REQUEST_RESPONSE_INFO bool  1A RESPONSE_INFO str
 #   1C SERVER_REFERENCE str      1F REASON_STRING str           21 RECEIVE_MAXIMUM u16 not 0
-#   22 TOPIC_ALIAS_MAXIMUM u16   23 TOPIC_ALIAS u16             24 MAXIMUM_QOS bool
+#   22 TOPIC_ALIAS_MAXIMUM u16   23 TOPIC_ALIAS u16 not 0       24 MAXIMUM_QOS bool
 #   25 RETAIN_AVAILABLE bool     26 USER_PROPERTY pair          27 MAXIMUM_PACKET_SIZE u32 not 0
 #   28-2A WILDCARD_SUB_AVAILABLE, SUB_ID_AVAILABLE, SHARED_SUB_AVAILABLE bool
 _TYPE = (b"\x00\x02\x05\x08\x00\x00\x00\x00"  # 00-07
          b"\x08\x09\x00\x07\x00\x00\x00\x00"  # 08-0F
          b"\x00\x05\x08\x03\x00\x08\x09\x02"  # 10-17
          b"\x05\x02\x08\x00\x08\x00\x00\x08"  # 18-1F
-         b"\x00\x04\x03\x03\x02\x02\x0a\x06"  # 20-27
+         b"\x00\x04\x03\x04\x02\x02\x0a\x06"  # 20-27
          b"\x02\x02\x02")  # 28-2A
-# id -> packets it may appear in
+# id -> the packets it may appear in
 _WHERE = (
     0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
     0, _C | _CA | _D, _CA, _CA, 0, _C | _CA | _A, _C | _CA | _A, _C, _W, _C, _CA, 0,
@@ -99,218 +92,201 @@ _WHERE = (
 )
 
 
-def size(props, where, find=0):
-    """Encoded length of a property sequence, not counting its length prefix.
-    Validates ids, value types, duplicates and values (user errors:
-    ValueError("bad props"), the spec id comment tells which check).
-    With `find` (a property id): the offset of its value within the encoded
-    items instead, or -1 (lets the session patch a stored message expiry)."""
-    n = 0
-    i = 0
-    for p in props or ():
-        pid = p[0]
-        v = p[1]
-        if pid <= 0 or pid >= _NIDS or not _TYPE[pid]:
-            raise ValueError("bad props")  # unknown id
-        if pid == find:
-            return n + 1
-        if not _WHERE[pid] & (1 << where):
-            raise ValueError("bad props")  # [U-2.2.2-a] not allowed in this packet
-        # Subscription Identifier repeats only in PUBLISH (one per matching
-        # subscription); in SUBSCRIBE it is single-valued (MQTT 5.0 3.8.2.1.2).
-        if pid != USER_PROPERTY and (pid != SUBSCRIPTION_ID or where != 3):
-            j = 0
-            while j < i:
-                if props[j][0] == pid:
-                    raise ValueError("bad props")  # [U-3.3.2-c] given twice
-                j += 1
-        t = _TYPE[pid]
-        if t <= _BOOL:
-            if not 0 <= v <= (1 if t == _BOOL else 255):
-                raise ValueError("bad props")  # out of range
-            n += 2
-        elif t <= _U16_NZ:
-            if not (1 if t == _U16_NZ or pid == TOPIC_ALIAS else 0) <= v <= 0xFFFF:
-                raise ValueError("bad props")  # [MQTT-3.3.2-8] alias 0
-            n += 3
-        elif t <= _U32_NZ:
-            if not (1 if t == _U32_NZ else 0) <= v <= 0xFFFFFFFF:
-                raise ValueError("bad props")
-            n += 5
-        elif t == _VBI_NZ:
-            if v < 1:
-                raise ValueError("bad props")  # [U-3.3.2-d] must be 1..268435455
-            n += 1 + vbi_size(v)
-        elif t == _STR:
-            if pid == RESPONSE_TOPIC and has_wildcard(v):
-                raise ValueError("wildcard")  # [MQTT-3.3.2-14]
-            n += 3 + str_len(v)
-        elif t == _BIN:
-            if type(v) is str:
-                raise TypeError("need bytes")  # binary property
-            if len(v) > 65535:
-                raise ValueError("too long")  # [MQTT-1.5.6-1]
-            n += 3 + len(v)
-        else:
-            n += 5 + str_len(v[0]) + str_len(v[1])  # [MQTT-1.5.7-1]
-        i += 1
-    return -1 if find else n
-
-
-def put(buf, o, props):
-    """Write the properties (checked by size()) without their length prefix."""
-    if not props:
-        return o
-    for p in props:
-        pid = p[0]
-        v = p[1]
-        buf[o] = pid
+def _u(b, o, n):
+    """The n-byte big-endian integer at b[o]."""
+    v = 0
+    while n:
+        v = v << 8 | b[o]
         o += 1
-        t = _TYPE[pid]
-        if t <= _BOOL:
-            buf[o] = v
+        n -= 1
+    return v
+
+
+def _int(b, o, t):
+    """The integer value of type t at b[o]."""
+    if t == _VBI_NZ:
+        v = s = 0
+        while True:
+            v |= (b[o] & 0x7F) << s
+            if b[o] < 0x80:
+                return v
             o += 1
-        elif t <= _U16_NZ:
-            o = put_u16(buf, o, v)
-        elif t <= _U32_NZ:
-            o = put_u16(buf, put_u16(buf, o, v >> 16), v & 0xFFFF)
-        elif t == _VBI_NZ:
-            o = put_vbi(buf, o, v)
-        elif t == _PAIR:
-            o = put_str(buf, o, v[0], str_len(v[0]))
-            o = put_str(buf, o, v[1], str_len(v[1]))
-        else:
-            o = put_str(buf, o, v, str_len(v) if t == _STR else len(v))
-    return o
+            s += 7
+    return _u(b, o, 1 if t == _BOOL else 2 if t < _U32 else 4)
 
 
 class Props:
-    """Where each property of the last parsed block starts in the buffer.
-    at[id] is the offset of the first value with that id, or -1.
-    Repeated ids (user property, subscription identifier) are counted."""
+    """Where each property of the last parsed block starts in its buffer:
+    at[id] is the offset of the first value with that id, or -1."""
 
     def __init__(self):
         self.buf = None
-        self.off = 0  # the property block is buf[off:end]
+        self.off = 0  # the block is buf[off:end]
         self.end = 0
-        self.at = array("i", [-1] * _NIDS)
-        self.ids = bytearray(_NIDS)  # ids set in the last parse, to reset
-        self.nids = 0
-        self.n_user = 0
-        self.n_subid = 0
-
-    def clear(self):
-        i = 0
-        while i < self.nids:
-            self.at[self.ids[i]] = -1
-            i += 1
-        self.nids = 0
-        self.n_user = 0
-        self.n_subid = 0
-        self.off = self.end = 0
+        self.at = array("h", [-1] * _NIDS)
 
     def has(self, pid):
         return self.at[pid] >= 0
 
     def get_int(self, pid, default=None):
-        """Value of an integer property, or default when absent."""
+        """An integer property's value, or default when absent."""
         o = self.at[pid]
-        if o < 0:
-            return default
-        b = self.buf
-        t = _TYPE[pid]
-        if t <= _BOOL:
-            return b[o]
-        if t <= _U16_NZ:
-            return (b[o] << 8) | b[o + 1]
-        if t <= _U32_NZ:
-            return (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
-        return _vbi_at(b, o)
+        return default if o < 0 else _int(self.buf, o, _TYPE[pid])
 
     def get_bytes(self, pid):
-        """A string/binary property as bytes (allocates), or None."""
+        """A string or binary property as bytes (allocates), or None."""
         o = self.at[pid]
         if o < 0:
             return None
-        n = (self.buf[o] << 8) | self.buf[o + 1]
-        return bytes(self.buf[o + 2:o + 2 + n])
+        return bytes(self.buf[o + 2:o + 2 + _u(self.buf, o, 2)])
 
     def get_str(self, pid):
         b = self.get_bytes(pid)
         return None if b is None else b.decode()
 
+    def user_properties(self):
+        """The user properties as (name, value) str pairs, in order (allocates)."""
+        out = []
+        b = self.buf
+        o = self.off
+        while o < self.end:
+            pid = b[o]
+            k = _skip(b, o + 1, _TYPE[pid])
+            if pid == USER_PROPERTY:
+                s = o + 3 + _u(b, o + 1, 2)
+                out.append((bytes(b[o + 3:s]).decode(), bytes(b[s + 2:k]).decode()))
+            o = k
+        return out
 
-def _vbi_at(b, o):
-    v = 0
-    shift = 0
-    while True:
-        c = b[o]
-        v |= (c & 0x7F) << shift
-        if not c & 0x80:
-            return v
-        shift += 7
-        o += 1
+    def parse(self, b, o, end, where):
+        """Read the Property Length at b[o] and the properties after it,
+        checking each id is known and allowed in packet type `where`
+        [U-2.2.2-a], single-valued ones appear once [U-3.3.2-c], values are in
+        range and strings UTF-8 [MQTT-1.5.4-1] [MQTT-1.5.7-1]. Returns the
+        offset after the block, or minus the reason code to disconnect with."""
+        at = self.at
+        i = 0
+        while i < _NIDS:
+            at[i] = -1
+            i += 1
+        n = s = 0
+        while True:  # the length, a Variable Byte Integer
+            if o >= end or s == 28:
+                return -0x81
+            c = b[o]
+            o += 1
+            n |= (c & 0x7F) << s
+            s += 7
+            if c < 0x80:
+                break
+        if o + n > end:
+            return -0x81
+        self.buf = b
+        self.off = o
+        end = self.end = o + n
+        while o < end:
+            pid = b[o]
+            o += 1
+            t = _TYPE[pid] if pid < _NIDS else 0
+            if not t or not _WHERE[pid] & 1 << where:
+                return -0x81  # [U-2.2.2-a] unknown, or not allowed here
+            if at[pid] < 0:
+                at[pid] = o
+            elif pid != USER_PROPERTY and (pid != SUBSCRIPTION_ID or where != 3):
+                return -0x82  # [U-3.3.2-c] repeated
+            k = _skip(b, o, t)
+            if k > end:
+                return -0x81
+            if t < _STR:
+                if t == _VBI_NZ and b[k - 1] > 0x7F:
+                    return -0x81  # a Variable Byte Integer of more than 4 bytes
+                v = _int(b, o, t)
+                if t == _BOOL and v > 1 or not v and (t == _U16_NZ or t >= _U32_NZ):
+                    # a flag is 0 or 1, the others here not 0 [U-3.3.2-d];
+                    # Topic Alias 0 [MQTT-3.3.2-8]
+                    return -0x94 if pid == TOPIC_ALIAS else -0x82
+            elif t != _BIN:
+                if not utf8(b, o + 2, o + 2 + _u(b, o, 2)):
+                    return -0x81  # [MQTT-1.5.4-1]
+                if t == _PAIR:
+                    s = o + 2 + _u(b, o, 2)
+                    if not utf8(b, s + 2, k):
+                        return -0x81  # [MQTT-1.5.7-1]
+                elif pid == RESPONSE_TOPIC:
+                    s = o + 2
+                    while s < k:
+                        if b[s] == 0x23 or b[s] == 0x2B:
+                            return -0x82  # [MQTT-3.3.2-14] wildcard
+                        s += 1
+            o = k
+        return o
 
 
-def parse(props, cur, where):
-    """Read a Property Length and the properties at the cursor into `props`,
-    checking each id is known and allowed here [U-2.2.2-a], single-valued ids
-    appear once [U-3.3.2-c], strings are valid UTF-8 [MQTT-1.5.4-1]
-    [MQTT-1.5.7-1] and values are in range. Leaves the cursor after them."""
-    props.clear()
-    props.buf = cur.buf
-    n = cur.vbi()
-    cur.need(n)
-    props.off = cur.pos
-    end = cur.pos + n
-    props.end = end
-    at = props.at
-    saved_end = cur.end
-    cur.end = end  # no property may run past the block
-    while cur.pos < end:
-        pid = cur.u8()
-        if pid >= _NIDS or not _TYPE[pid]:
-            raise malformed()  # [U-2.2.2-a] unknown id
-        if not _WHERE[pid] & (1 << where):
-            raise malformed()  # [U-2.2.2-a] not allowed here
-        o = cur.pos
-        if at[pid] < 0:
-            at[pid] = o
-            props.ids[props.nids] = pid
-            props.nids += 1
-        elif pid == USER_PROPERTY:
-            pass
-        elif pid != SUBSCRIPTION_ID or where != 3:
-            raise protocol_error()  # [U-3.3.2-c] repeated
-        t = _TYPE[pid]
-        if t <= _BOOL:
-            if cur.u8() > 1 and t == _BOOL:
-                raise protocol_error()  # must be 0 or 1
-        elif t <= _U16_NZ:
-            if cur.u16() == 0 and t == _U16_NZ:
-                raise protocol_error()  # must not be 0
-            if pid == TOPIC_ALIAS and cur.buf[o] == 0 and cur.buf[o + 1] == 0:
-                raise MQTTError(_TOPIC_ALIAS_INVALID)  # [MQTT-3.3.2-8] alias 0
-        elif t <= _U32_NZ:
-            if cur.u32() == 0 and t == _U32_NZ:
-                raise protocol_error()  # must not be 0
-        elif t == _VBI_NZ:
-            if cur.vbi() == 0:
-                raise protocol_error()  # [U-3.3.2-d] subscription identifier 0
-            props.n_subid += 1
-        elif t == _STR:
-            s = cur.string()
-            if pid == RESPONSE_TOPIC:
-                e = s + cur.n
-                while s < e:
-                    if cur.buf[s] == 0x2B or cur.buf[s] == 0x23:
-                        raise protocol_error()  # [MQTT-3.3.2-14] wildcard
-                    s += 1
-        elif t == _BIN:
-            cur.binary()
+def _skip(b, o, t):
+    """The offset after the value of type t at b[o] (maybe past the block)."""
+    if t < _STR:
+        if t == _VBI_NZ:
+            s = 0
+            while o < len(b) and b[o] & 0x80 and s < 21:
+                o += 1
+                s += 7
+            return o + 1  # the caller checks the last byte
+        return o + (1 if t == _BOOL else 2 if t < _U32 else 4)
+    if o + 2 > len(b):
+        return o + 2
+    o += 2 + _u(b, o, 2)
+    if t == _PAIR and o + 2 <= len(b):
+        o += 2 + _u(b, o, 2)
+    elif t == _PAIR:
+        o += 2
+    return o
+
+
+def build(pairs, where=3):
+    """MQTT 5 properties for packet type `where` (3: PUBLISH, 1: CONNECT,
+    WILL, 8: SUBSCRIBE, 14: DISCONNECT ...) as the raw bytes every call that
+    takes props= wants: built and checked once, reusable. pairs: (id, value)
+    in wire order; strings str, binary bytes, a user property (name, value).
+    Raises ValueError naming the property that is not right here."""
+    b = bytearray()
+    seen = 0
+    for p in pairs:
+        pid = p[0]
+        v = p[1]
+        t = _TYPE[pid] if 0 < pid < _NIDS else 0
+        if not t or not _WHERE[pid] & 1 << where:
+            raise ValueError("props: 0x%02x is not a property of this packet" % pid)  # [U-2.2.2-a]
+        if where == 3 and (pid == TOPIC_ALIAS or pid == SUBSCRIPTION_ID):
+            # the client sets the alias itself; never a subscription id [MQTT-3.3.4-6]
+            raise ValueError("props: 0x%02x is set by the client" % pid)
+        if seen >> pid & 1 and pid != USER_PROPERTY:
+            raise ValueError("props: 0x%02x given twice" % pid)  # [U-3.3.2-c]
+        seen |= 1 << pid
+        b.append(pid)
+        if t < _STR:
+            hi = 1 if t == _BOOL else 0xFFFF if t < _U32 else 268435455 if t == _VBI_NZ else 0xFFFFFFFF
+            if type(v) is not int or v < (t == _U16_NZ or t >= _U32_NZ) or v > hi:
+                raise ValueError("props: 0x%02x takes an integer %d..%d" % (
+                    pid, t == _U16_NZ or t >= _U32_NZ, hi))  # [U-3.3.2-d]
+            if t == _VBI_NZ:
+                while True:
+                    b.append(v & 0x7F | (0x80 if v > 127 else 0))
+                    v >>= 7
+                    if not v:
+                        break
+            else:
+                b += v.to_bytes(1 if t == _BOOL else 2 if t < _U32 else 4, "big")
         else:
-            cur.string()  # [MQTT-1.5.7-1]
-            cur.string()
-            props.n_user += 1
-    cur.end = saved_end
-
+            for x in (v if t == _PAIR else (v,)):
+                if t == _BIN and type(x) is str or t != _BIN and type(x) is not str:
+                    raise TypeError("props: 0x%02x takes %s" % (pid, "bytes" if t == _BIN else "str"))
+                x = x.encode() if t != _BIN else bytes(x)
+                if len(x) > 65535 or t != _BIN and not utf8(x, 0, len(x)):
+                    raise ValueError("props: 0x%02x: over 65535 bytes or U+0000" % pid)  # [MQTT-1.5.4-2]
+                if pid == RESPONSE_TOPIC and (b"#" in x or b"+" in x):
+                    raise ValueError("props: a wildcard in the response topic")  # [MQTT-3.3.2-14]
+                b += len(x).to_bytes(2, "big")
+                b += x
+            if t == _PAIR and len(v) != 2:
+                raise ValueError("props: a user property is a (name, value) pair")
+    return bytes(b)

@@ -6,7 +6,7 @@
 # rinit(); dispatching a message allocates nothing.
 import errno
 from .core import FULL, utf8
-from .mprops import Props
+from .props import Props
 
 try:
     from micropython import const
@@ -113,6 +113,9 @@ class Receiver:
         qos = first >> 1 & 3
         if qos == 3 or first & 8 and not qos or n < 2:
             raise self._fail(0x81)  # [MQTT-3.3.1-4] [MQTT-3.3.1-2]
+        if qos > self.max_qos:
+            # no subscription was granted above the server's Maximum QoS [U-3.3.4-e]
+            raise self._fail(0x9B)
         tn = r[0] << 8 | r[1]
         o = 2 + tn
         pid = 0

@@ -132,7 +132,7 @@ def broker_drain(r, out=None):
     from _session_rig import ack, _PKT
     from frugalmqtt_host import codec as host
     from frugalmqtt_host import server as SV
-    from frugalmqtt.codec import PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
+    from frugalmqtt_host.ref.codec import PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
     got = []
     if out is None:
         out = r.take()

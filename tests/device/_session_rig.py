@@ -2,12 +2,12 @@
 by frugalmqtt_host.packets, fed through the session's framer, and a write()
 that records every packet the session sends. Runs on CPython and MicroPython."""
 from _util import raises
-from frugalmqtt import codec
-from frugalmqtt import props as PR
-from frugalmqtt import publish as P
-from frugalmqtt import session as S
-from frugalmqtt.base import ClientBase
-from frugalmqtt.codec import MQTTError
+from frugalmqtt_host.ref import codec
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import publish as P
+from frugalmqtt_host.ref import session as S
+from frugalmqtt_host.ref.base import ClientBase
+from frugalmqtt_host.ref.codec import MQTTError
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import packets
 from frugalmqtt_host import server as SV

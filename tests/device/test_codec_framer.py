@@ -7,8 +7,8 @@ reject a remaining length longer than 4 bytes. Runs unchanged on CPython and
 MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import codec, control, publish
+from frugalmqtt_host.ref import props as P
 from frugalmqtt_host import codec as host
 
 PKT = publish.Packet()

@@ -7,8 +7,8 @@ first call may intern strings or warm caches. Everything shared is built
 here at module level.
 """
 from _util import no_alloc, unhex
-from frugalmqtt import codec, control, publish
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import codec, control, publish
+from frugalmqtt_host.ref import props as P
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server
 

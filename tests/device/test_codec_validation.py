@@ -7,10 +7,10 @@ arguments with ValueError (or TypeError); decoders raise codec.MQTTError whose
 Alias invalid. Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish
+from frugalmqtt_host.ref import codec, control, publish
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import props as P
 
 BUF = bytearray(512)
 PKT = publish.Packet()

@@ -5,10 +5,10 @@ decoder reads it back) and on both protocol levels where it applies
 (v=4: MQTT 3.1.1, v=5: MQTT 5.0). Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish
+from frugalmqtt_host.ref import codec, control, publish
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import props as P
 
 BUF = bytearray(512)
 PKT = publish.Packet()

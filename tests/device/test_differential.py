@@ -26,12 +26,12 @@ own buffer sizes in its properties. Runs on CPython and MicroPython.
 import errno
 from _session_rig import pub, ack, connack, disconnect, h, client, read_all
 from _lite_rig import Peer, Lite
-from frugalmqtt import control as C
+from frugalmqtt_host.ref import control as C
 from frugalmqtt_host import server as SV
-from frugalmqtt import props as PR
-from frugalmqtt import publish as P
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import publish as P
 from frugalmqtt import lite as L
-from frugalmqtt import session as S
+from frugalmqtt_host.ref import session as S
 from frugalmqtt.err import MQTTError, ServerError
 
 _PKT = P.Packet()

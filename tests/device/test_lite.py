@@ -4,9 +4,9 @@ Publisher sends is decoded with the codec. Runs on CPython and MicroPython."""
 import errno
 from _util import raises, no_alloc
 from _session_rig import BOTH, pub, ack, connack, rel, h
-from frugalmqtt import codec
-from frugalmqtt import props as PR
-from frugalmqtt import publish as P
+from frugalmqtt_host.ref import codec
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import publish as P
 from frugalmqtt.err import MQTTError, ServerError
 from frugalmqtt.lite import Publisher, SESSION_LOST
 from frugalmqtt.liteprops import props

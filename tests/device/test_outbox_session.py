@@ -8,8 +8,8 @@ from _util import IS_MICROPYTHON, no_alloc
 from _session_rig import BOTH, ack, pub, rel, hl
 from _outbox_rig import scratch, drop, boot, broker_drain
 from test_session_flows import _Stream
-from frugalmqtt import session as S
-from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref import session as S
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 from frugalmqtt_host import codec as host
 
 SIZE = 2048

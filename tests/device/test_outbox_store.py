@@ -6,9 +6,9 @@ from _util import raises
 from _session_rig import ack, pub, rel, hl
 from _outbox_rig import (scratch, drop, boot, state, read_all, write_all, LogFile, apply,
                          durable_points, broker_drain)
-from frugalmqtt import session as S
+from frugalmqtt_host.ref import session as S
 from frugalmqtt.outbox import Outbox
-from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 
 SIZE = 1024  # a 992-byte ring: the torn-write scenario goes round it
 LAPS = 5

@@ -8,12 +8,12 @@ Runs unchanged on CPython and on the MicroPython unix port.
 import socket
 import time
 from _util import raises, unhex
-from frugalmqtt import codec
-from frugalmqtt import props as PR
-from frugalmqtt import publish as P
+from frugalmqtt_host.ref import codec
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import publish as P
 from frugalmqtt_host import codec as HC
-from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL, PUBCOMP
-from frugalmqtt.transport import Transport
+from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref.transport import Transport
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
 
 _BUF = bytearray(128)
@@ -324,5 +324,5 @@ def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
 
 
 def C_decode(pkt, f):
-    from frugalmqtt import control
+    from frugalmqtt_host.ref import control
     return control.decode(pkt, f.first, f.buf, f.off, f.off + f.rl, 5)

@@ -9,12 +9,12 @@ Spec ids: MQTT 5.0 numbering unless tagged "v3.1.1".
 Runs unchanged on CPython and on the MicroPython unix port.
 """
 from _util import raises, unhex
-from frugalmqtt import codec
-from frugalmqtt import props as PR
-from frugalmqtt import session as S
+from frugalmqtt_host.ref import codec
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import session as S
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
-from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
+from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
                           alias_of, _PKT)

@@ -10,12 +10,12 @@ Runs unchanged on CPython and on the MicroPython unix port.
 from array import array
 
 from _util import IS_MICROPYTHON, no_alloc, raises, unhex
-from frugalmqtt import codec
-from frugalmqtt import props as PR
-from frugalmqtt import session as S
+from frugalmqtt_host.ref import codec
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import session as S
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
-from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
                           alias_of, _PKT)

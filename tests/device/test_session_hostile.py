@@ -6,9 +6,9 @@ the client's read path (ClientBase._read) where the framer refuses a packet.
 Runs unchanged on CPython and on the MicroPython unix port.
 """
 from _util import raises
-from frugalmqtt import control as C
-from frugalmqtt import props as PR
-from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
+from frugalmqtt_host.ref import control as C
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
 from frugalmqtt.err import ServerError
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
 

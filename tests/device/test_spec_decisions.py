@@ -5,9 +5,9 @@ Runs unchanged on CPython and on the MicroPython unix port.
 """
 import errno
 from _util import raises, unhex
-from frugalmqtt import props as PR
-from frugalmqtt import session as S
-from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref import props as PR
+from frugalmqtt_host.ref import session as S
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, rel
 from _lite_rig import Peer, Lite
 
@@ -94,7 +94,7 @@ def test_U_4_13_1_a_reserved_type_is_malformed_server_only_packets_are_protocol_
     # only a server receives (CONNECT, SUBSCRIBE, UNSUBSCRIBE, PINGREQ) is a
     # Protocol Error 0x82 [MQTT-4.8.0-1 v3.1.1]
     connect = bytearray(32)
-    from frugalmqtt import control as C
+    from frugalmqtt_host.ref import control as C
     for v in BOTH:
         n = C.encode_connect(connect, 0, v, "evil")
         for packet, reason in ((b"\x00\x00", 0x81), (bytes(connect[:n]), 0x82),

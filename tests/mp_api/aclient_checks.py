@@ -8,8 +8,8 @@ import gc
 import asyncio
 
 from frugalmqtt.aclient import AMQTTClient
-from frugalmqtt.control import Will
-from frugalmqtt.session import ServerError
+from frugalmqtt_host.ref.control import Will
+from frugalmqtt_host.ref.session import ServerError
 
 MP = sys.implementation.name == "micropython"
 

@@ -10,7 +10,7 @@ from frugalmqtt.simple import MQTTClient, MQTTException
 try:
     from time import ticks_ms, ticks_diff, sleep_ms
 except ImportError:  # CPython
-    from frugalmqtt.session import ticks_ms, ticks_diff
+    from frugalmqtt_host.ref.session import ticks_ms, ticks_diff
 
     def sleep_ms(ms):
         time.sleep(ms / 1000)

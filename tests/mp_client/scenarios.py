@@ -20,7 +20,7 @@ except ImportError:
     import ujson as json
 
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff
-from frugalmqtt import props as P
+from frugalmqtt_host.ref import props as P
 from frugalmqtt_host.codec import size_publish, props_items  # test conveniences
 
 _sink = None  # None: print lines (subprocess); else a function taking the line

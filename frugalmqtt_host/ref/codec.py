@@ -8,7 +8,7 @@ try:
 except ImportError:
     const = int  # CPython
 
-from .err import MQTTError  # noqa: F401  (re-exported: frugalmqtt.codec.MQTTError)
+from frugalmqtt.err import MQTTError  # noqa: F401  (re-exported)
 
 # Control packet types (first byte >> 4)
 CONNECT = const(1)
