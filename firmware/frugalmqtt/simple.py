@@ -19,7 +19,7 @@
 import sys
 
 from .client import MQTTClient as _Client
-from .err import MQTTError, ServerError
+from .core import MQTTError, ServerError
 
 _PUBLISH = 3
 _PINGRESP = 13
