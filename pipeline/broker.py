@@ -66,6 +66,15 @@ class Broker:
         env = os.environ.get(PASSWORD_ENV)
         return env.encode() if env is not None else None
 
+    def credentials(self):
+        """Which credentials were offered, in words (never the password)."""
+        if self.user is None:
+            return "without a user name"
+        source = ("from %s" % self.password_file if self.password_file else
+                  "from $%s" % PASSWORD_ENV if PASSWORD_ENV in os.environ else None)
+        return "as user %s %s" % (self.user, "with the password " + source if source
+                                  else "without a password")
+
     def ssl_context(self):
         """A CPython SSLContext verifying the broker's certificate and host
         name (the client wraps its socket with it), or None without TLS."""
@@ -101,17 +110,28 @@ class Broker:
         if isinstance(e, ServerError):
             code = e.args[0] if e.args else 0
             words = (_REFUSED if self.version >= 5 else _REFUSED_311).get(code, "refused")
-            return "%s refused the connection: %s (reason code 0x%02x)" % (where, words, code)
+            line = "%s refused the connection: %s (reason code 0x%02x)" % (where, words, code)
+            if code in ((0x86, 0x87) if self.version >= 5 else (4, 5)):
+                line += " " + self.credentials()
+            return line
         if isinstance(e, ssl.SSLCertVerificationError):
             return "TLS with %s: the broker's certificate was not accepted: %s" % (
                 where, e.verify_message or e.reason)
         if isinstance(e, ssl.SSLError):
+            if "CERTIFICATE_REQUIRED" in str(e.reason):
+                return ("TLS with %s failed: it asks for a client certificate "
+                        "(use --cert and --key)" % where)
             return "TLS with %s failed: %s" % (where, e.reason or e)
         if isinstance(e, ConnectionRefusedError):
             return "no broker at %s (connection refused)" % self.address
-        if isinstance(e, (TimeoutError, ConnectionError, EOFError)):
-            return "%s closed or did not answer the connection (%s)" % (
-                where, type(e).__name__)
+        if isinstance(e, TimeoutError) or e.args == ("no CONNACK",):
+            return "%s did not answer in time" % where
+        if isinstance(e, (ConnectionError, EOFError)) or e.args in (("connection lost",),
+                                                                    ("connection closed",)):
+            hint = ("a TLS listener? use --ca or --tls" if not self.uses_tls else
+                    "does it ask for a client certificate? use --cert and --key"
+                    if not self.cert else "is the client certificate signed by its CA?")
+            return "%s closed the connection before accepting it (%s)" % (where, hint)
         if isinstance(e, OSError):
             return "cannot reach %s: %s" % (where, e.strerror or e)
         return "connecting to %s failed: %s: %s" % (where, type(e).__name__, e)
