@@ -130,7 +130,9 @@ def _stream(args):
     if args.mqtt:
         b = broker.from_args(args, *args.mqtt)
         try:  # fail in one line before Spark starts (a session of its own: ours untouched)
-            b.connect(b.client(args.client_id + "-check"))
+            check = b.client(args.client_id + "-check")
+            b.connect(check)
+            check.disconnect()
         except broker.BrokerError as e:
             return _fail("stream", e)
         mqtt = (b, args.topic, args.client_id)

@@ -14,9 +14,16 @@ deduplication by message identity drops what comes twice.
 When is a batch committed? Spark asks the source for data after offset E
 only once every batch up to E has run and is in the query's commit log
 (read(start=E)); Spark's commit(E) says the same later, or never when no new
-batch follows. Both acknowledge everything up to E. A batch that was planned
+batch follows. Both acknowledge everything up to E (this needs Spark's
+default synchronous progress tracking). A batch that was planned
 but not committed before a restart is replayed empty: its messages, never
 acknowledged, come again from the broker into later batches.
+
+A batch holds at most Receive Maximum messages (option receiveMaximum,
+default 1000; a 3.1.1 session gets the broker's own limit, mosquitto's
+max_inflight_messages): the broker sends no more until they are
+acknowledged. Trigger.AvailableNow (`pipeline stream --once`) reads until
+the broker pauses for idleMs (at most drainS seconds).
 
 The reader lives in one Python process beside the driver for the whole
 query (SimpleDataSourceStreamReader); the network client is made there,
@@ -24,6 +31,7 @@ lazily, because the reader object is pickled on its way. A thread polls the
 client, so keep-alive and acknowledgements go on between batches."""
 import threading
 import time
+from collections import deque
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -120,8 +128,9 @@ class _Link:
         self.run_id, self.client_id = run_id, client_id
         self.lock = threading.Lock()
         self.inbox = []     # (row, connection, packet id) not yet given to Spark
-        self.unacked = []   # (offset, connection, packet id) given, not yet acknowledged
+        self.unacked = deque()  # (offset, connection, packet id) given, not acknowledged
         self.last_rx = time.monotonic()
+        self.error = None   # what ended the polling thread
         c = self.client = broker.client(client_id, clean=False, inbound=receive_max,
                                         max_packet=4096)
         c.s.manual_ack = True
@@ -132,15 +141,17 @@ class _Link:
 
     def _on_message(self, msg):
         row = received_row(msg, self.run_id, self.client_id, None, int(time.time() * 1000))
-        self.inbox.append((row,
-                           self.client.sock, msg.pid if msg.qos == 1 else 0))
+        self.inbox.append((row, self.client.sock, msg.pid if msg.qos == 1 else 0))
         self.last_rx = time.monotonic()
 
     def _poll(self):
-        while True:
-            with self.lock:
-                self.client.poll(0)  # reconnects (with backoff) when the link breaks
-            time.sleep(0.01)
+        try:
+            while True:
+                with self.lock:
+                    self.client.poll(0)  # reconnects (with backoff) when the link breaks
+                time.sleep(0.01)
+        except Exception as e:  # not a network error: the next read() raises it
+            self.error = e
 
     def wait_idle(self, idle_ms, most_ms):
         """Wait until nothing has arrived for idle_ms, or most_ms passed (a
@@ -151,7 +162,10 @@ class _Link:
             time.sleep(idle_ms / 4000)
 
     def take(self, first):
-        """The rows received so far (arrival None), to be offsets `first`, ...."""
+        """The rows received so far, to be offsets first, first + 1, ...
+        (their `arrival` is left None for the caller)."""
+        if self.error:
+            raise self.error
         with self.lock:
             got, self.inbox = self.inbox, []
             for i, (_, conn, pid) in enumerate(got):
@@ -166,6 +180,6 @@ class _Link:
         with self.lock:
             c = self.client
             while self.unacked and self.unacked[0][0] < n:
-                _, conn, pid = self.unacked.pop(0)
+                _, conn, pid = self.unacked.popleft()
                 if conn is c.sock and c.connected:
                     c.ack(pid)
