@@ -71,7 +71,8 @@ class _ShowDefaults(argparse.HelpFormatter):
     """--help shows an option's default where it has one."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in action.help:
+        if (not action.help or action.default in (None, False, argparse.SUPPRESS)
+                or "%(default)" in action.help):
             return action.help
         return action.help + " (default: %(default)s)"
 
