@@ -191,3 +191,19 @@ def test_mqtt_source_over_tls_with_password(fleet_broker, pki, tmp_path, spark):
     stream.run(spark, None, out, ("1h",), once=True, mqtt=mqtt)
     rows = spark.read.parquet(out + "/windows_1h").collect()
     assert [(r.device, r["count"], r["min"], r["max"]) for r in rows] == [("dev1", 4, 0.0, 3.0)]
+
+
+def test_collect_and_stream_help_show_defaults(capsys):
+    for cmd, shown in (("collect", ("broker host (default: 127.0.0.1)",
+                                    "client id of the persistent session (default: "
+                                    "pipeline-collect)",
+                                    "rows per Parquet file at most (default: 500)",
+                                    "MQTT 5.0 (5) or 3.1.1 (4) (default: 5)")),
+                       ("stream", ("micro-batch interval (default: 10)",
+                                   "with --mqtt: the topic filter (default: #)"))):
+        with pytest.raises(SystemExit):
+            cli.main([cmd, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for s in shown:
+            assert s in text
+        assert "--password " not in text  # refused, not offered
