@@ -56,6 +56,7 @@ def package_zip(folder):
     them) into folder/frugalmqtt-pipeline.zip, for --py-files; returns its path."""
     import importlib
     import zipfile
+    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "frugalmqtt-pipeline.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name in PACKAGES:

@@ -76,21 +76,26 @@ def cluster(tmp_path_factory):
                         "--work-dir", str(d / "work"), url)
         started.append(worker)
         yield url, d, lambda: worker.wait_for("Successfully registered with master")
+        assert len(_jvms(d)) >= 2  # the check below sees master and worker
     finally:
         for daemon in reversed(started):
             daemon.stop()
     # No JVM left behind: the executors the worker launched end with it.
-    assert [p for p in _processes() if str(d) in p] == []
+    assert _jvms(d) == []
 
 
-def _processes():
-    out = []
-    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+def _jvms(workdir):
+    """Process ids of the daemons started here and of what they launched
+    (all carry SPARK_LOG_DIR=workdir in their environment)."""
+    mark = b"\0SPARK_LOG_DIR=%s\0" % str(workdir).encode()
+    pids = []
+    for environ in glob.glob("/proc/[0-9]*/environ"):
         try:
-            out.append(Path(cmdline).read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            if mark in b"\0" + Path(environ).read_bytes():
+                pids.append(int(environ.split("/")[2]))
         except OSError:
-            pass
-    return out
+            pass  # gone, or not ours to read
+    return pids
 
 
 def test_audit_on_a_standalone_cluster_matches_local(cluster, spark, tmp_path):
