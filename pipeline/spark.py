@@ -2,7 +2,9 @@
 (see ../shared/notes/platform.md): the venv's python for workers, loopback,
 UTC, no UI, quiet logs; on a cluster, the project's code shipped to the
 executors."""
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -44,7 +46,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=()):
     if master and not master.startswith("local") and not under_submit:
         # A cluster: ship the code as spark-submit --py-files would (under
         # spark-submit, pass --py-files yourself: see the README).
-        spark.sparkContext.addPyFile(package_zip(tempfile.mkdtemp(prefix="frugalmqtt-")))
+        folder = tempfile.mkdtemp(prefix="frugalmqtt-")
+        atexit.register(shutil.rmtree, folder, True)
+        spark.sparkContext.addPyFile(package_zip(folder))
     return spark
 
 
