@@ -44,7 +44,7 @@ class Collector:
         # at the broker. Receive Maximum = batch: the broker may leave a whole
         # batch unacknowledged with us.
         self.client = broker.client(client_id, clean=False, max_packet=max_packet, inbound=batch)
-        self.client.s.manual_ack = True
+        self.client.manual_ack = True
         self.client.on_message = self._on_message
         self.names = schema.names(schema.RECEIVED)
         self.rows = []

@@ -133,7 +133,7 @@ class _Link:
         self.error = None   # what ended the polling thread
         c = self.client = broker.client(client_id, clean=False, inbound=receive_max,
                                         max_packet=4096)
-        c.s.manual_ack = True
+        c.manual_ack = True
         c.on_message = self._on_message
         if not broker.connect(c):
             subscribe(broker, c, topic)  # no session at the broker yet
