@@ -15,6 +15,10 @@
 # SUBACK and UNSUBACK (recv.Receiver replaces it), alias() gives a topic its
 # outbound alias and prepare() readies a stored message that waited before
 # it goes (alias.Aliases), `ob` persists the table (outbox.Outbox).
+# The core closes a link it gives up on with Core.close(self), not
+# self.close(): a driver may give close() and disconnect() other meanings
+# (the asyncio client's disconnect() is a coroutine, its close() also stops
+# reconnecting).
 #
 # Written for RAM: on the device every function, name and string constant of
 # this module is held in the heap, so helpers are few and the errors the
@@ -221,7 +225,7 @@ class Core:
                 self._send(b, 0, 2 + b[1])
             except OSError:
                 pass
-        self.close()  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
+        Core.close(self)  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
 
     def close(self):
         """Close the stream without DISCONNECT; the session is kept."""
@@ -460,7 +464,7 @@ class Core:
         if self.ping_out:
             w = due - ticks_diff(now, self.ping_t)
             if w <= 0:
-                self.close()
+                Core.close(self)
                 raise OSError(errno.ETIMEDOUT)  # no PINGRESP: a half-open link
             return w
         # PINGREQ after a keep-alive period with nothing sent [MQTT-3.1.2-20]
@@ -499,7 +503,7 @@ class Core:
             if self.v == 5:
                 self._props(2, rl)
             if r[1]:
-                self.close()
+                Core.close(self)
                 raise ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
             if sp and self.clean:
                 raise self._fail(0x82)  # session present after clean start [MQTT-3.2.2-4]
@@ -552,7 +556,7 @@ class Core:
             self.ping_out = False
             return
         if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
-            self.close()
+            Core.close(self)
             raise ServerError(r[0] if rl else 0)
         if t > 7:
             return self.inbound(t, rl)  # SUBACK, UNSUBACK
@@ -753,7 +757,7 @@ class Core:
             while o < n:
                 o += s.write(b, o, n - o)
         except OSError:
-            self.close()
+            Core.close(self)
             raise
         self.last_tx = self.clock()
 
@@ -762,9 +766,9 @@ class Core:
         [U-4.13.1-a], close (3.1.1 just closes [MQTT-4.8.0-1]); returns the
         MQTTError to raise."""
         if self.v == 5:
-            self.disconnect(reason)
+            Core.disconnect(self, reason)
         else:
-            self.close()
+            Core.close(self)
         e = MQTTError(reason)
         e.reason = reason
         return e

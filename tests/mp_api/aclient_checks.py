@@ -8,8 +8,7 @@ import gc
 import asyncio
 
 from frugalmqtt.aclient import AMQTTClient
-from frugalmqtt_host.ref.control import Will
-from frugalmqtt_host.ref.session import ServerError
+from frugalmqtt.err import ServerError
 
 MP = sys.implementation.name == "micropython"
 
@@ -90,12 +89,12 @@ async def _pubsub(host, port, tag, version, n):
     for q in (0, 1, 2):
         for i in range(n):
             pids.append(await a.publish(tag + "/ps/q%d" % q, b"%d-%d" % (q, i), q))
-            most_pending = max(most_pending, a.s.pending())
+            most_pending = max(most_pending, a.pending())
             await a.publish(tag + "/it/q%d" % q, b"it%d-%d" % (q, i), q)
-            most_pending = max(most_pending, a.s.pending())
+            most_pending = max(most_pending, a.pending())
     await a.publish(tag + "/it/end", b"it-end", 2)
     await a.flush()
-    assert a.s.pending() == 0
+    assert a.pending() == 0
     assert most_pending <= 2, most_pending
     assert pids[:n] == [0] * n
     assert all(p > 0 for p in pids[n:]), pids
@@ -139,7 +138,7 @@ async def _will(host, port, tag, version):
     _recorder(o, got)
     await o.connect()
     assert await o.subscribe(tag + "/will", 1) == 1
-    w = _client(host, port, tag + "-w", version, will=Will(tag + "/will", b"w-gone", 1))
+    w = _client(host, port, tag + "-w", version, will=(tag + "/will", b"w-gone", 1, False))
     await w.connect()
     await w.publish(tag + "/will", b"w-alive", 1)
     await w.flush()
@@ -186,7 +185,7 @@ async def _resume(host, port, tag, version):
     await p.flush()
     pid1 = await a.publish(tag + "/out", b"a-q1", 1)
     pid2 = await a.publish(tag + "/out", b"a-q2", 2)
-    assert pid1 and pid2 and a.s.pending() == 2
+    assert pid1 and pid2 and a.pending() == 2
     assert not a.connected
     assert await _until(lambda: a.connects == 2), a.last_error
     assert sp == [False, True], sp
