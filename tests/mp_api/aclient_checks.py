@@ -329,3 +329,78 @@ async def _tls(host, port, tag, version, ca_der, other_der):
         refused = type(e).__name__
     assert refused and not bad.connected and bad.sock is None
     return {"received": len(got), "refused": refused}
+
+
+# ---- framing a packet split across TCP segments (a scripted broker) ------------------
+
+def framing(host, port, tag, version):
+    return asyncio.run(_framing(host, port, tag, version))
+
+
+async def _framing(host, port, tag, version):
+    """The scripted broker sends a PUBLISH in pieces with pauses between
+    them, then a fixed header announcing a packet larger than max_packet.
+    The loop keeps running while the pieces come (a ticker task counts),
+    the message arrives whole, the oversized one ends the connection."""
+    got = []
+    c = _client(host, port, tag + "-f", version, reconnect=False, max_packet=300)
+    _recorder(c, got)
+    ticks = [0]
+
+    async def ticker():
+        while True:
+            await _ms(10)
+            ticks[0] += 1
+
+    t = asyncio.create_task(ticker())
+    await c.connect()
+    assert await _until(lambda: got or not c.connected), "no message"
+    during = ticks[0]
+    assert await _until(lambda: not c.connected), "the oversized packet was taken"
+    t.cancel()
+    e = c.last_error
+    return {"got": _text(got), "ticks": during, "error": type(e).__name__,
+            "reason": getattr(e, "reason", None)}
+
+
+# ---- what receiving allocates (MicroPython) ----------------------------------------------
+
+def dispatch_alloc(host, port, tag, version, n=200, spaced=20):
+    return asyncio.run(_dispatch_alloc(host, port, tag, version, n, spaced))
+
+
+async def _dispatch_alloc(host, port, tag, version, n, spaced):
+    """on_message notes gc.mem_alloc() at each message (into a list made
+    before), so the difference between two messages is what was allocated
+    between them. First n QoS 1 messages queued for a persistent session
+    arrive after the reconnect in a burst, handled at one wake-up: framing,
+    dispatch and PUBACK allocate nothing. Then, after "ready", the host
+    sends `spaced` QoS 0 messages with pauses: each is a wake-up of its
+    own, so each difference is what one wait for readability allocates."""
+    c = _client(host, port, tag + "-s", version, clean=False)
+    await c.connect()
+    assert await c.subscribe(tag + "/al", 1) == 1
+    await c.disconnect()
+    p = _client(host, port, tag + "-p", version, slots=16)
+    await p.connect()
+    for i in range(n):
+        await p.publish(tag + "/al", b"m%04d" % i, 1)
+    await p.flush()
+    await p.disconnect()
+    seen = [0] * (n + spaced)
+    count = [0]
+    mem = gc.mem_alloc if MP else (lambda: 0)
+
+    def on_message(m):
+        if count[0] < n + spaced:
+            seen[count[0]] = mem()
+        count[0] += 1
+
+    c.on_message = on_message
+    await c.connect()
+    assert await _until(lambda: count[0] >= n), count
+    await c.publish(tag + "/ready", b"ready", 1)
+    assert await _until(lambda: count[0] >= n + spaced), count
+    await c.disconnect()
+    d = [seen[i + 1] - seen[i] for i in range(n + spaced - 1)]
+    return {"count": count[0], "burst": d[:n - 1], "spaced": d[n:]}
