@@ -327,25 +327,21 @@ class AMQTTClient(Receiver, Aliases, Core):
             self._rctask = None  # no await since it succeeded
             return
 
-    def _stop_reconnect(self):
-        t = self._rctask
-        self._rctask = None
-        if t is not None and t is not asyncio.current_task():
-            t.cancel()
-
     async def disconnect(self, reason=0):
         """Send DISCONNECT (reason on 5.0) and close; no reconnect after
         [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
-        self._closing = True
-        self._stop_reconnect()
+        self._closing = True  # before the link closes: _down must not reconnect
         Core.disconnect(self, reason)
-        self._evt.set()
+        self.close()
 
     def close(self):
         """Drop the connection without DISCONNECT (the server then publishes
         the will); the session is kept and nothing reconnects."""
         self._closing = True
-        self._stop_reconnect()
+        t = self._rctask
+        self._rctask = None
+        if t is not None and t is not asyncio.current_task():
+            t.cancel()
         Core.close(self)
         self._evt.set()
 
