@@ -97,6 +97,18 @@ def test_reconnect_resumes_session(runtime, version, mosquitto):
 
 
 @BOTH
+def test_reconnect_without_session_subscribes_again(runtime, version, mosquitto):
+    b = mosquitto()
+    tag = _tag("rsub", runtime, version)
+    r = _check(runtime, "resubscribe", b, tag, version)
+    assert r["sp"] == [False, False] and r["connects"] == 2
+    t = tag + "/rt"
+    assert r["got"][:2] == [[t, "kept", 1, False], [t, "kept", 1, True]], r["got"]
+    subs = [l for l in b.log().splitlines() if "Received SUBSCRIBE from %s-a" % tag in l]
+    assert len(subs) == 2, subs
+
+
+@BOTH
 def test_refused_connection_raises(runtime, version, mosquitto):
     b = mosquitto("allow_anonymous false")
     r = _check(runtime, "refused", b, _tag("rf", runtime, version), version)

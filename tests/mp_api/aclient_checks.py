@@ -205,6 +205,37 @@ async def _resume(host, port, tag, version):
     return {"sp": sp, "connects": a.connects, "got": _text(got)}
 
 
+# ---- reconnect without a session: subscriptions made again --------------------------------
+
+def resubscribe(host, port, tag, version):
+    return asyncio.run(_resubscribe(host, port, tag, version))
+
+
+async def _resubscribe(host, port, tag, version):
+    """A clean-start client loses its link; the server has no session for
+    it after the reconnect, so the client subscribes again by itself: the
+    retained message comes to the new subscription (retain flag set)."""
+    got = []
+    sp = []
+    a = _client(host, port, tag + "-a", version)
+    _recorder(a, got)
+    a.on_connect = lambda present: sp.append(bool(present))
+    p = _client(host, port, tag + "-p", version)
+    await a.connect()
+    await p.connect()
+    assert await a.subscribe(tag + "/rt", 1) == 1
+    await p.publish(tag + "/rt", b"kept", 1, True)
+    await p.flush()
+    assert await _until(lambda: len(got) == 1), got
+    _break(a)
+    assert await _until(lambda: len(got) == 2), (got, a.last_error)
+    await p.publish(tag + "/rt", b"", 1, True)  # clear the retained message
+    await p.flush()
+    await a.disconnect()
+    await p.disconnect()
+    return {"sp": sp, "connects": a.connects, "got": _text(got)}
+
+
 # ---- refused connection -------------------------------------------------------------
 
 def refused(host, port, tag, version):
