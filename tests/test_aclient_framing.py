@@ -10,7 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
 from apihost import BOTH, run_check  # noqa: E402
-from host_sim.scripted import ScriptedBroker, build_connack, build_publish  # noqa: E402
+from frugalmqtt_host import packets  # noqa: E402
+from host_sim.scripted import ScriptedBroker  # noqa: E402
 
 PAUSE_S = 0.15
 
@@ -18,8 +19,8 @@ PAUSE_S = 0.15
 def _script(payload):
     def script(peer):
         peer.expect("CONNECT")
-        peer.send(build_connack(peer.version))
-        raw = build_publish(peer.version, "sp/lit", payload, qos=1, pid=7)
+        peer.send(packets.connack(peer.version))
+        raw = packets.publish(peer.version, "sp/lit", payload, qos=1, pid=7)
         assert raw[1] & 0x80  # a two-byte remaining length, split between its bytes
         for piece in (raw[:1], raw[1:2], raw[2:40], raw[40:]):
             time.sleep(PAUSE_S)

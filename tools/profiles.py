@@ -25,7 +25,7 @@ BASE = ["__init__", "err", "codec", "props", "publish", "control", "session", "t
 PROFILES = {
     "base": BASE,                        # frugalmqtt.client.MQTTClient
     # frugalmqtt.aclient.AMQTTClient: the core with receiving and aliases, no blocking client
-    "asyncio": ["__init__", "err", "core", "mprops", "recv", "alias", "aclient"],
+    "asyncio": ["__init__", "err", "core", "props", "recv", "alias", "aclient"],
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
     "lite": ["__init__", "err", "core", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only

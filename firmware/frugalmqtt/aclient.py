@@ -168,7 +168,7 @@ class AMQTTClient(Receiver, Aliases, Core):
             p = self.rprops()
             if connect_props:
                 if type(connect_props) is not bytes:
-                    from .mprops import build
+                    from .props import build
                     connect_props = build(connect_props, 1)
                 p += connect_props
         Core.__init__(self, client_id, version, user, password, keepalive, clean, session_expiry,
@@ -448,10 +448,10 @@ class AMQTTClient(Receiver, Aliases, Core):
         """Publish; returns the packet id (0 for QoS 0). QoS 0 needs (waits
         for) a connection. A QoS 1/2 message is stored, even while
         disconnected, and sent when the server's Receive Maximum allows; when
-        every slot is taken this waits for one. props: mprops.build() bytes
+        every slot is taken this waits for one. props: props.build() bytes
         (or (id, value) pairs, built on each call)."""
         if props and type(props) is not bytes:
-            from .mprops import build
+            from .props import build
             props = build(props)
         while True:
             if not qos and not self.up:
@@ -493,7 +493,7 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     async def _sub(self, items, props, unsub):
         if props and type(props) is not bytes:
-            from .mprops import build
+            from .props import build
             props = build(props, 10 if unsub else 8)
         while True:
             await self._connected()
