@@ -169,7 +169,7 @@ def test_receiving_allocates_only_to_wait(runtime, mosquitto):
     """Messages handled at one wake-up allocate nothing between them
     (framing, dispatch to on_message, the PUBACK); one wait for readability
     allocates a fixed few bytes (MicroPython: the _readable generator and
-    IOQueue's entry for the socket), the same at every wake-up."""
+    IOQueue's entry for the socket), the same at almost every wake-up."""
     b = mosquitto()
     tag = _tag("al", runtime, 5)
     obs = Observer(b, tag + "/ready", 5)
@@ -183,10 +183,12 @@ def test_receiving_allocates_only_to_wait(runtime, mosquitto):
     finally:
         obs.stop()
     assert r["count"] == 220
-    assert set(r["burst"]) == {0}, r["burst"]
-    spaced = r["spaced"]
+    pairs = r["burst"] + r["spaced"]  # [bytes, waits] between consecutive messages
+    assert [p for p in pairs if p[1] == 0 and p[0]] == []  # one wake-up: nothing
+    assert sum(1 for p in r["spaced"] if p[1] == 1) >= 10, r["spaced"]
     if runtime == "micropython":
-        # what one wait allocates, the same each time (0: two messages that
-        # came close enough to share a wake-up); 192 B on the 64-bit unix port
-        waits = [d for d in spaced if d]
-        assert len(waits) >= 10 and len(set(waits)) == 1 and waits[0] <= 256, spaced
+        # what one wait allocates: 192 B on the 64-bit unix port (an odd one
+        # may be larger, when asyncio's IOQueue map grows)
+        per_wait = [p[0] for p in r["spaced"] if p[1] == 1]
+        most = max(set(per_wait), key=per_wait.count)
+        assert 0 < most <= 256 and per_wait.count(most) * 2 > len(per_wait), per_wait

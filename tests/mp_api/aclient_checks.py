@@ -401,13 +401,35 @@ def dispatch_alloc(host, port, tag, version, n=200, spaced=20):
 
 
 async def _dispatch_alloc(host, port, tag, version, n, spaced):
-    """on_message notes gc.mem_alloc() at each message (into a list made
-    before), so the difference between two messages is what was allocated
-    between them. First n QoS 1 messages queued for a persistent session
-    arrive after the reconnect in a burst, handled at one wake-up: framing,
+    """on_message notes gc.mem_alloc() and the reader's waits for
+    readability so far at each message (into lists made before): the
+    difference between two messages is what was allocated between them.
+    First n QoS 1 messages queued for a persistent session arrive after the
+    reconnect in bursts: between messages handled at one wake-up, framing,
     dispatch and PUBACK allocate nothing. Then, after "ready", the host
-    sends `spaced` QoS 0 messages with pauses: each is a wake-up of its
-    own, so each difference is what one wait for readability allocates."""
+    sends `spaced` QoS 0 messages with pauses, each a wake-up of its own:
+    what one wait allocates. The waits are counted by wrapping the
+    module's _readable (the same wait, and on MicroPython the same
+    allocation: one generator)."""
+    import frugalmqtt.aclient as A
+    waits = [0]
+    wait = A._readable
+    if MP:
+        def counted(link):
+            waits[0] += 1
+            yield A._core._io_queue.queue_read(link.sock)
+    else:
+        async def counted(link):
+            waits[0] += 1
+            await wait(link)
+    A._readable = counted
+    try:
+        return await _receive_bursts(host, port, tag, version, n, spaced, waits)
+    finally:
+        A._readable = wait
+
+
+async def _receive_bursts(host, port, tag, version, n, spaced, waits):
     c = _client(host, port, tag + "-s", version, clean=False)
     await c.connect()
     assert await c.subscribe(tag + "/al", 1) == 1
@@ -419,13 +441,16 @@ async def _dispatch_alloc(host, port, tag, version, n, spaced):
     await p.flush()
     await p.disconnect()
     seen = [0] * (n + spaced)
+    woke = [0] * (n + spaced)
     count = [0]
     mem = gc.mem_alloc if MP else (lambda: 0)
 
     def on_message(m):
-        if count[0] < n + spaced:
-            seen[count[0]] = mem()
-        count[0] += 1
+        i = count[0]
+        if i < n + spaced:
+            seen[i] = mem()
+            woke[i] = waits[0]
+        count[0] = i + 1
 
     c.on_message = on_message
     await c.connect()
@@ -433,5 +458,6 @@ async def _dispatch_alloc(host, port, tag, version, n, spaced):
     await c.publish(tag + "/ready", b"ready", 1)
     assert await _until(lambda: count[0] >= n + spaced), count
     await c.disconnect()
-    d = [seen[i + 1] - seen[i] for i in range(n + spaced - 1)]
+    # [bytes allocated, waits] between message i and i + 1
+    d = [[seen[i + 1] - seen[i], woke[i + 1] - woke[i]] for i in range(n + spaced - 1)]
     return {"count": count[0], "burst": d[:n - 1], "spaced": d[n:]}
