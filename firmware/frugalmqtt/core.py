@@ -277,16 +277,22 @@ class Core:
             self.tn = n
             self.topic = topic
         a = 0
+        ob = self.ob
         if qos:
-            if self.n >= self.slots:
-                return FULL
-            i = 0
-            while self.state[i]:
-                i += 1
-            b = self.img[i]
+            i = -1
+            if self.n >= self.slots or ob and ob.backlog:
+                if not ob:
+                    return FULL
+                b = ob.buf  # no slot (or older ones wait): the outbox's file keeps it
+            else:
+                i = 0
+                while self.state[i]:
+                    i += 1
+                b = self.img[i]
             # an alias only for a message that goes now: a held one must not
-            # lean on an alias sent after it
-            if self.amax and self.up and self.n < self.quota:
+            # lean on an alias sent after it; none with an outbox, whose
+            # records must replay after a reboot, without the aliases
+            if self.amax and self.up and self.n < self.quota and not ob:
                 a = self.alias(topic)
         else:
             b = self.img[-1]
@@ -371,18 +377,23 @@ class Core:
         if not qos:
             self._send(b, s, o - s)
             return 0
+        if i < 0:  # its packet id comes when it takes a slot
+            b[p] = b[p + 1] = 0
+            return ob.defer(s, o - s)  # outbox.STORED, or FULL: the file has no room
+        k = self.last_pid
         pid = self._pid()
         b[p] = pid >> 8
         b[p + 1] = pid & 0xFF
         self.pid[i] = pid
         self.start[i] = s
         self.size[i] = o - s
+        if ob and not ob.put(i):  # recorded before it is sent
+            self.last_pid = k  # refused: no packet id used
+            return FULL  # the file has no room
         self.t0[i] = self.clock()
         self.state[i] = _HOLD  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
         self.order[self.n] = i
         self.n += 1
-        if self.ob:
-            self.ob.put(i)  # recorded before it is sent
         # within the server's quota it goes now; beyond it, it waits in its
         # slot (its flow is the newest) until an ack frees the quota [MQTT-4.9.0-2]
         if self.up and self.n <= self.quota:
@@ -391,6 +402,37 @@ class Core:
             except OSError:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
+
+    def restore(self, b, n, comp):
+        """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
+        waiting to go (comp: past its PUBREC, PUBREL next); packet id 0 in it
+        is replaced by a new one. Returns the slot. No allocation."""
+        i = 0
+        while self.state[i]:
+            i += 1
+        o = 1
+        while b[o] & 0x80:  # the remaining length
+            o += 1
+        s = _HEAD - 1 - o
+        m = self.img[i]
+        k = 0
+        while k < n:
+            m[s + k] = b[k]
+            k += 1
+        o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
+        p = b[o] << 8 | b[o + 1]
+        if not p:
+            p = self._pid()
+            m[s + o] = p >> 8
+            m[s + o + 1] = p & 0xFF
+        self.pid[i] = p
+        self.start[i] = s
+        self.size[i] = n
+        self.t0[i] = self.clock()
+        self.state[i] = _COMP if comp else _HOLD
+        self.order[self.n] = i
+        self.n += 1
+        return i
 
     def _pid(self):
         """A non-zero packet id that neither a flow in the table nor a
@@ -705,6 +747,7 @@ class Core:
 
     def _free(self, i, reason):
         """A flow ended: drop it from the table and tell the application."""
+        p = self.pid[i]  # the outbox may fill slot i again
         self.state[i] = _FREE
         k = 0
         while self.order[k] != i:
@@ -716,7 +759,7 @@ class Core:
         if self.ob:
             self.ob.done(i)
         if self.on_done:
-            self.on_done(self.pid[i], reason)
+            self.on_done(p, reason)
 
     def prepare(self, i):
         """Slot i's PUBLISH waited (for the quota, or for a new connection)
