@@ -11,19 +11,21 @@ import pytest
 from hostkit import PahoSubscriber, micropython_binary
 from outbox_reboot import Device, reboot_run, receive_run
 
-STORED = -5  # frugalmqtt.session.STORED
+STORED = -5  # frugalmqtt.outbox.STORED
 
 
-def test_device_reboot_sigkill_loses_nothing(mosquitto, tmp_path):
+@pytest.mark.parametrize("driver", ["client", "telem"])
+def test_device_reboot_sigkill_loses_nothing(driver, mosquitto, tmp_path):
     # 6 SIGKILLs at seeded random moments (a fifth of them during start-up)
     # while publishing QoS 1 and QoS 2 as fast as the device can; each
-    # restart reloads the outbox and resumes the persistent session. Every
+    # restart reloads the outbox and resumes the persistent session (the full
+    # client, and the telemetry profile's publish-only driver). Every
     # message whose publish() returned arrives, QoS 2 exactly once; nothing
     # arrives that the device did not publish.
     micropython_binary()
     broker = mosquitto()
     stats = reboot_run(broker, lambda t: PahoSubscriber(broker, t, persistent=True),
-                       tmp_path / "outbox.bin", kills=6, seed=20261123, tail=60)
+                       tmp_path / "outbox.bin", kills=6, seed=20261123, tail=60, driver=driver)
     print(json.dumps({k: v for k, v in stats.items() if not isinstance(v, list) or k ==
                       "kill_points"}))
     assert stats["missing"] == [], stats["missing"][:20]
@@ -104,45 +106,4 @@ def test_offline_publishes_are_stored_and_drain_in_order(runtime, mosquitto, tmp
     finally:
         if d and d.proc.poll() is None:
             d.kill()
-        sub.stop()
-
-
-def test_asyncio_client_takes_an_outbox(mosquitto, tmp_path):
-    # AMQTTClient(outbox=...): with 2 slots the later messages wait in the
-    # file (STORED) and follow in order; a restart finds nothing left.
-    # (CPython asyncio, in-process.)
-    import asyncio
-    from frugalmqtt.aclient import AMQTTClient
-    from frugalmqtt.outbox import Outbox
-
-    broker = mosquitto()
-    sub = PahoSubscriber(broker, "frugal/outbox/async", persistent=True)
-    path = str(tmp_path / "outbox.bin")
-
-    async def run():
-        ob = Outbox(path, 4096)
-        c = AMQTTClient("async-ob", broker.host, broker.port, clean=False, outbox=ob, slots=2)
-        await c.connect()
-        got = [await c.publish(b"frugal/outbox/async", b"%d" % k, 1 + k % 2) for k in range(8)]
-        await c.flush()
-        await c.disconnect()
-        ob.close()
-        return got, ob.backlog
-
-    try:
-        got, backlog = asyncio.run(run())
-        assert got.count(STORED) >= 1 and all(r > 0 or r == STORED for r in got), got
-        assert backlog == 0
-        msgs = sub.wait(lambda ms: len(ms) >= 8, "8 messages")
-        for q in (1, 2):  # in order per QoS (mosquitto forwards QoS 2 at PUBREL)
-            assert [m.payload for m in msgs if m.qos == q] == [b"%d" % k for k in range(8)
-                                                               if 1 + k % 2 == q], msgs
-        from frugalmqtt.outbox import Outbox
-        from frugalmqtt_host.ref.session import Session
-        s = Session("x", lambda b, o, n: None, 5, slots=2)
-        ob = Outbox(path, 4096)
-        ob.attach(s)
-        assert s.pending() == 0 and ob.backlog == 0
-        ob.close()
-    finally:
         sub.stop()
