@@ -28,15 +28,20 @@ HEAP = "256k"
 
 
 def device_cmd(runtime, mode, params):
-    """The command and environment that run the device script."""
+    """The command and environment that run the device script. The params go
+    in a file beside the outbox: the unix port dies at start-up ("FATAL:
+    uncaught NLR") on a command-line argument over 255 bytes."""
     env = dict(os.environ)
+    arg = params["path"] + ".params.json"
+    with open(arg, "w") as f:
+        json.dump(params, f)
     if runtime == "micropython":
         binary = str(Path(sys.executable).parent / "micropython")
         env["MICROPYPATH"] = str(REPO / "firmware")
-        cmd = [binary, "-X", "heapsize=" + HEAP, str(DEVICE), mode, json.dumps(params)]
+        cmd = [binary, "-X", "heapsize=" + HEAP, str(DEVICE), mode, arg]
     else:
         env["PYTHONPATH"] = str(REPO / "firmware")
-        cmd = [sys.executable, str(DEVICE), mode, json.dumps(params)]
+        cmd = [sys.executable, str(DEVICE), mode, arg]
     return cmd, env
 
 
@@ -49,6 +54,7 @@ class Device:
                                      stderr=subprocess.PIPE,
                                      stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
         self.lines = []
+        self.other = []  # the rest of stdout (MicroPython prints tracebacks there)
         self.cond = threading.Condition()
         self.err = b""
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -61,6 +67,8 @@ class Device:
                 with self.cond:
                     self.lines.append(line[3:])
                     self.cond.notify_all()
+            else:
+                self.other.append(line)
         with self.cond:
             self.cond.notify_all()
 
@@ -146,8 +154,9 @@ def reboot_run(broker, subscriber_factory, outbox_path, kills, seed, tail=50,
                 code = d.kill()
             if not last:
                 assert code == -signal.SIGKILL or code == 0, (
-                    "boot %d: device exited %s before the kill\n%s\n%s" % (boot, code, d.lines[-5:],
-                                                                    d.err.decode(errors="replace")))
+                    "boot %d: device exited %s before the kill\n%s\n%s\n%s" % (
+                        boot, code, d.lines[-5:], "\n".join(d.other[-12:]),
+                        d.err.decode(errors="replace")))
             pubs = d.published()
             kill_points.append(len(pubs))
             r = d.wait_line("reloaded", 0)

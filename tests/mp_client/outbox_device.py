@@ -1,6 +1,7 @@
 # A device with an outbox, for tests/test_outbox_mosquitto.py and
 # tests/outbox_reboot.py. Plain MicroPython (also runs on CPython):
-#   MICROPYPATH=firmware micropython tests/mp_client/outbox_device.py MODE PARAMS_JSON
+#   MICROPYPATH=firmware micropython tests/mp_client/outbox_device.py MODE PARAMS
+# PARAMS: JSON, or a file of it (name ending in .json)
 # Prints "@@ ..." lines, flushed as they happen (the host may SIGKILL us).
 #
 # MODE "publish": reload the outbox, connect (persistent session), publish
@@ -123,5 +124,8 @@ def receive(p):
 
 
 if __name__ == "__main__":
-    {"publish": publish, "offline": offline, "receive": receive}[sys.argv[1]](
-        json.loads(sys.argv[2]))
+    arg = sys.argv[2]
+    if arg.endswith(".json"):  # a file (tests/outbox_reboot.py), or the JSON inline
+        with open(arg) as f:
+            arg = f.read()
+    {"publish": publish, "offline": offline, "receive": receive}[sys.argv[1]](json.loads(arg))
