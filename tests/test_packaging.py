@@ -65,6 +65,13 @@ def test_each_profile_holds_what_its_client_imports():
         assert "_cpython" not in p
 
 
+def test_telemetry_profile_holds_what_its_driver_and_the_outbox_import():
+    # frugalmqtt.telem.Telemetry, the outbox, liteprops (the firmware's properties)
+    assert set(profiles.PROFILES["telemetry"]) == closure("telem") | closure("outbox") | closure(
+        "liteprops") | {"__init__"}
+    assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
+
+
 def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "tools" / "mpy.py"), "build", "--out",
                         str(tmp_path)], capture_output=True, text=True, timeout=120)

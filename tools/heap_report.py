@@ -106,8 +106,8 @@ def measure(samples=200, which=None, step=cb.HEAP_STEP, log=print):
                 if not profiles.available(p):
                     log("heap %s: skipped, %s" % (p, profiles.AWAITING.get(p, "modules missing")))
                     continue
-                if "client" not in profiles.PROFILES[p]:
-                    log("heap %s: skipped, the telemetry firmware needs frugalmqtt.client" % p)
+                if "telem" not in profiles.PROFILES[p]:
+                    log("heap %s: skipped, the telemetry firmware needs frugalmqtt.telem" % p)
                     continue
                 dest = tmp / ("board-" + p)
                 layout(dest, build, p, config(broker.port, samples, p))

@@ -29,6 +29,9 @@ PROFILES = {
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
     "lite": ["__init__", "err", "core", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
+    # frugalmqtt.telem.Telemetry: publish-only + outbound aliases + the outbox
+    # (firmware/app/ runs on it)
+    "telemetry": ["__init__", "err", "core", "lite", "liteprops", "alias", "outbox", "telem"],
 }
 
 # Profiles whose modules are built on another branch and not in this tree yet:
