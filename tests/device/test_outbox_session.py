@@ -6,7 +6,7 @@ on CPython and on the MicroPython unix port."""
 from array import array
 
 from _util import IS_MICROPYTHON, no_alloc
-from _session_rig import BOTH, ack, pub, rel, hl
+from _session_rig import BOTH, ack, pub, rel, hl, connack
 from _outbox_rig import scratch, drop, boot, broker_drain, table
 from frugalmqtt.outbox import Outbox, STORED
 from frugalmqtt.core import SESSION_LOST
@@ -184,3 +184,87 @@ def test_publish_and_acks_with_outbox_allocate_nothing():
         ob.close()
     finally:
         drop(path)
+
+
+# ---- the telemetry profile's driver -------------------------------------------
+
+from _lite_rig import Peer  # noqa: E402
+from frugalmqtt.telem import Telemetry  # noqa: E402
+from frugalmqtt.liteprops import props  # noqa: E402
+
+
+class _Telem(Telemetry):
+    """A Telemetry whose readiness comes from the peer's script, not poll()."""
+
+    def _wait(self, ms):
+        return self.sock.rpos < self.sock.rend
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+def _telem(path, v, sp=False):
+    ob = Outbox(path, SIZE)
+    t = _Telem("tele", "broker", version=v, clean=False, slots=2, max_packet=96, outbox=ob)
+    peer = Peer()
+    peer.give(connack(v, sp))
+    return t, ob, peer
+
+
+def test_telemetry_driver_backlog_reboot_and_no_allocation():
+    # telem.Telemetry(outbox=...): beyond its 2 slots publish() returns STORED
+    # without waiting; a reboot with nothing acknowledged resends the slots'
+    # messages (DUP=1, their ids), then the file's in publish order as slots
+    # free; publish and acks allocate nothing under heap_lock
+    pr = props(content_type="text/plain", expiry=60)
+    for v in BOTH:
+        path = scratch()
+        try:
+            t, ob, peer = _telem(path, v)
+            got = [t.publish(b"tele/%d" % k, b"%d" % k, 1 + k % 2) for k in range(5)]
+            assert got[:2] == [1, 2] and got[2:] == [STORED] * 3, got
+            ob.close()  # power off before any connection
+            t, ob, peer = _telem(path, v, sp=False)
+            assert t.pending() == 2 and ob.backlog == 3
+            assert not t.connect(sock=peer)
+            out = peer.sent()[1:]  # after the CONNECT
+            assert out == [pub(v, b"tele/0", b"0", 1, 1), pub(v, b"tele/1", b"1", 2, 2)], hl(out)
+            seen = []
+            while out:
+                for p in out:
+                    if p[0] >> 4 == 3:  # PUBLISH: topic at 4, its id after it
+                        k = 4 + p[3]
+                        seen.append(bytes(p[4:k]))
+                        peer.give(ack(v, PUBACK if p[0] & 6 == 2 else PUBREC, p[k] << 8 | p[k + 1]))
+                    else:  # PUBREL
+                        peer.give(ack(v, PUBCOMP, p[2] << 8 | p[3]))
+                t.poll(0)
+                out = peer.sent()
+            assert seen == [b"tele/%d" % k for k in range(5)], seen
+            assert t.pending() == 0 and ob.backlog == 0 and ob.owed == 0
+            # no allocation: 2 into the slots, 2 into the file, the acks move
+            # them in (the second round, with the heap locked: the first checks
+            # the new topic, which allocates once)
+            for rnd in range(2):
+                call = no_alloc if rnd else _call
+                a = call(t.publish, _T, _PAY, 1, False, pr if v == 5 else None)
+                b = call(t.publish, _T, _PAY, 2, False, pr if v == 5 else None)
+                c = call(t.publish, _T, _PAY, 1, False, pr if v == 5 else None)
+                d = call(t.publish, _T, _PAY, 2, False, pr if v == 5 else None)
+                assert a > 0 and b > 0 and c == STORED and d == STORED, (a, b, c, d)
+                peer.sent()
+                peer.give(ack(v, PUBACK, a), ack(v, PUBREC, b), ack(v, PUBCOMP, b))
+                call(t.poll, 0)
+                assert t.pending() == 2 and ob.backlog == 0
+                data = []
+                for p, st, img in table(t):
+                    data += [ack(v, PUBACK, p)] if st == 1 else [ack(v, PUBREC, p),
+                                                               ack(v, PUBCOMP, p)]
+                peer.sent()
+                peer.give(*data)
+                call(t.poll, 0)
+                assert t.pending() == 0 and ob.owed == 0
+            ob.close()
+        finally:
+            drop(path)
