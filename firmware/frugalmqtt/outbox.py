@@ -346,13 +346,14 @@ class Outbox:
 
     # ---- attaching to a core, reloading -------------------------------------
 
-    def attach(self, c):
-        """Reload into core c (at client construction, before connecting):
+    def attach(self, core):
+        """Reload into `core` (at client construction, before connecting):
         messages that were in slots come back in publish order as possibly
         sent (DUP=1 on a resumed session, new messages without one; the core
         decides at the CONNACK), QoS 2 flows past PUBREC as awaiting PUBCOMP,
         inbound QoS 2 ids (a recv.Receiver's) as awaiting PUBREL; free slots
         take backlog messages. Then the core calls the hooks below."""
+        c = core
         if c.n:
             raise ValueError("attach the outbox before publishing")
         self.c = c
