@@ -6,6 +6,7 @@ compare; and a file wrapper that logs every write so a test can replay any
 prefix of them (a write torn at any byte). Runs on CPython and MicroPython."""
 import os
 
+import _session_rig
 from _session_rig import connack, hl
 from frugalmqtt.session import Session
 from frugalmqtt.outbox import Outbox
@@ -32,11 +33,12 @@ def drop(path):
         pass
 
 
-class Rig:
+class Rig(_session_rig.Rig):
     """A session.Session (client.MQTTClient's protocol parts without its
     socket) wired to a scripted broker: it is the session's stream (write()
     records each packet, or only counts them with record=False), a fake
-    millisecond clock, and callbacks that record."""
+    millisecond clock, and callbacks that record (now(), on_done(),
+    on_message(), take(): the session rig's)."""
 
     def __init__(self, v=5, slots=2, inbound=2, slot_size=64, record=True):
         self.v = v
@@ -60,20 +62,6 @@ class Rig:
 
     def close(self):
         pass
-
-    def now(self):
-        return self.t
-
-    def on_done(self, pid, reason):
-        self.done.append((pid, reason))
-
-    def on_message(self, m):
-        self.msgs.append((bytes(m.topic), bytes(m.payload), m.qos, m.dup, m.retain, m.pid))
-
-    def take(self):
-        out = self.out
-        self.out = []
-        return out
 
     def feed(self, data):
         """Bytes from the broker, framed as a driver does: each whole packet
