@@ -277,16 +277,13 @@ class Outbox:
         _sync(f)
         self.seq = (self.seq + 1) & _MASK
 
-    def _note(self, kind, ref, pid):
-        """Append a control record (may use the reserve); False if no room."""
+    def _control(self, kind, ref, pid):
+        """Append a control record (it may use the reserve kept for it)."""
         c = self.ctl
         _put32(c, 0, ref)
         c[4] = pid >> 8
         c[5] = pid & 0xFF
-        return self._append(kind, 0, c, 0, _CTL, 0)
-
-    def _control(self, kind, ref, pid):
-        if not self._note(kind, ref, pid):
+        if not self._append(kind, 0, c, 0, _CTL, 0):
             raise OSError("outbox full")
 
     # ---- the tail ---------------------------------------------------------
@@ -338,11 +335,6 @@ class Outbox:
         space owed to the control records of the messages already stored."""
         self._retail()
         return max(0, self.ring - self._used() - self.reserve - self.owed)
-
-    def _keep(self, cost):
-        """Room a new message must leave: the fixed reserve, and the control
-        records still owed by every stored message and by this one."""
-        return self.reserve + self.owed + cost
 
     # ---- attaching to a core, reloading -------------------------------------
 
@@ -506,7 +498,9 @@ class Outbox:
         s = c.start[i]
         q1 = (c.img[i][s] >> 1) & 3 == 1
         cost = _C if q1 else 2 * _C  # DONE, REC
-        if not self._append(_PUB, 1, c.img[i], s, c.size[i], self._keep(cost)):
+        # the room it leaves: the fixed reserve, and the control records owed
+        # by every stored message and by this one
+        if not self._append(_PUB, 1, c.img[i], s, c.size[i], self.reserve + self.owed + cost):
             return False
         self.owed += cost
         self.o_rec[i] = q1
@@ -519,7 +513,7 @@ class Outbox:
         self.buf[off] in the file (its packet id comes when it moves into a
         slot). STORED, or OUTBOX_FULL when the file has no room."""
         cost = (3 if (self.buf[off] >> 1) & 3 == 2 else 2) * _C  # LOAD, DONE, REC
-        if not self._append(_PUB, 0, self.buf, off, n, self._keep(cost)):
+        if not self._append(_PUB, 0, self.buf, off, n, self.reserve + self.owed + cost):
             return OUTBOX_FULL
         self.owed += cost
         if not self.backlog:
