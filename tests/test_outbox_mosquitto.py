@@ -33,10 +33,9 @@ def test_device_reboot_sigkill_loses_nothing(driver, mosquitto, tmp_path):
     assert stats["unknown"] == [], stats["unknown"][:20]
     assert stats["accepted"] >= 60 + 6 and stats["qos2_accepted"] >= stats["accepted"] // 2 - 1
     assert sum(1 for k in stats["kill_points"][:-1] if k) >= 3, stats  # most kills hit a publishing run
-    # restarts found unacknowledged messages in the outbox (how many depends
-    # on how fast mosquitto acknowledges: 3 of 6 failed about 1 run in 10 on
-    # a loaded machine)
-    assert stats["reloaded_runs"] >= 2, stats
+    # restarts found unacknowledged messages in the outbox (the device reads
+    # acks after bursts of 8: a kill finds some in flight or in the backlog)
+    assert stats["reloaded_runs"] >= 3, stats
 
 
 def test_device_reboot_inbound_qos2_never_delivered_twice(mosquitto, tmp_path):
@@ -109,4 +108,44 @@ def test_offline_publishes_are_stored_and_drain_in_order(runtime, mosquitto, tmp
     finally:
         if d and d.proc.poll() is None:
             d.kill()
+        sub.stop()
+
+
+def test_asyncio_client_takes_an_outbox(mosquitto, tmp_path):
+    # AMQTTClient(outbox=...): with 2 slots the later messages wait in the
+    # file (STORED) and follow in order; a restart finds nothing left.
+    # (CPython asyncio, in-process.)
+    import asyncio
+    from frugalmqtt.aclient import AMQTTClient
+    from frugalmqtt.outbox import Outbox
+
+    broker = mosquitto()
+    sub = PahoSubscriber(broker, "frugal/outbox/async", persistent=True)
+    path = str(tmp_path / "outbox.bin")
+
+    async def run():
+        ob = Outbox(path, 4096)
+        c = AMQTTClient("async-ob", broker.host, broker.port, clean=False, outbox=ob, slots=2)
+        await c.connect()
+        got = [await c.publish(b"frugal/outbox/async", b"%d" % k, 1 + k % 2) for k in range(8)]
+        await c.flush()
+        await c.disconnect()
+        ob.close()
+        return got, ob.backlog
+
+    try:
+        got, backlog = asyncio.run(run())
+        assert got.count(STORED) >= 1 and all(r > 0 or r == STORED for r in got), got
+        assert backlog == 0
+        msgs = sub.wait(lambda ms: len(ms) >= 8, "8 messages")
+        for q in (1, 2):  # in order per QoS (mosquitto forwards QoS 2 at PUBREL)
+            assert [m.payload for m in msgs if m.qos == q] == [b"%d" % k for k in range(8)
+                                                               if 1 + k % 2 == q], msgs
+        from frugalmqtt.session import Session
+        s = Session("x", 5, slots=2)
+        ob = Outbox(path, 4096)
+        ob.attach(s)
+        assert s.pending() == 0 and ob.backlog == 0
+        ob.close()
+    finally:
         sub.stop()
