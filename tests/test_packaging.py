@@ -67,8 +67,9 @@ def test_each_profile_holds_what_its_client_imports():
 
 def test_telemetry_profile_holds_what_its_driver_and_the_outbox_import():
     # frugalmqtt.telem.Telemetry, the outbox, liteprops (the firmware's properties)
+    # err: where applications import the exceptions from (the core defines them)
     assert set(profiles.PROFILES["telemetry"]) == closure("telem") | closure("outbox") | closure(
-        "liteprops") | {"__init__"}
+        "liteprops") | {"__init__", "err"}
     assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
 
 
