@@ -272,8 +272,8 @@ class Core:
                     break
             if not n:  # [MQTT-4.7.3-1]
                 raise ValueError("topic: empty, a wildcard or U+0000")
-            if type(topic) is not str:
-                bytes(topic).decode()  # UnicodeError (a ValueError) unless UTF-8 [MQTT-1.5.4-1]
+            if type(topic) is not str and not utf8(topic, 0, len(topic)):
+                raise ValueError("topic: not UTF-8")  # [MQTT-1.5.4-1]; checked without allocating
             self.tn = n
             self.topic = topic
         a = 0
@@ -522,6 +522,7 @@ class Core:
                     self._free(i, SESSION_LOST)
                     continue
                 k += 1
+            self.inbound(2, sp)  # a new connection for the receiving side
             if self.aliases:
                 self.alias(None)  # aliases are per connection [MQTT-3.3.2-7]
             k = 0
@@ -604,7 +605,7 @@ class Core:
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
-        packet id) from the server. A publisher delivers nothing (a session
+        packet id) from the server; t 2: a CONNACK accepted, n its session present. A publisher delivers nothing (a session
         that subscribed earlier may still send), but acknowledges as the flow
         requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
         a protocol error here. recv.Receiver replaces this."""
@@ -613,6 +614,8 @@ class Core:
             # found [MQTT-4.3.3-11] [MQTT-3.7.2-1]
             return self._ack(0x70, n, 0x92)
         if t != 3:
+            if t == 2:
+                return  # a new connection: no inbound state kept here
             raise self._fail(0x82)  # SUBACK, UNSUBACK: we never subscribed
         first = self.first
         r = self.rx

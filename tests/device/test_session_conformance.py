@@ -245,7 +245,7 @@ def test_v311_MQTT_4_1_0_2_session_lasts_as_long_as_the_connection():
     r.feed(pub(4, b"in", b"z", 2, 11, dup=True))  # same session: not delivered again
     assert [m[1] for m in r.msgs].count(b"z") == 1
     r.take()
-    r.s.lost()
+    r.s.close()
     got = r.up(clean=True)  # the clean session's state went with the connection
     assert got == [pub(4, b"a", b"3", 1, p3)], hl(got)  # sent again as a new message
     r.feed(pub(4, b"in", b"z", 2, 11, dup=True))  # a new session: a new message
@@ -263,7 +263,7 @@ def test_MQTT_4_8_0_2_transient_error_closes_the_connection():
     pid = c.s.publish(b"t", b"1", 1)
     del out[:]
     e = raises(MQTTError, read_all, c, pub(4, b"t", b"x" * 40, 1, 7))
-    assert e.reason == 0x95 and out == [] and not c.s.link
+    assert e.reason == 0x95 and out == [] and c.s.sock is None
     assert c.s.pending() == 1
     c.s.connect(60, False)
     del out[:]
@@ -273,7 +273,7 @@ def test_MQTT_4_8_0_2_transient_error_closes_the_connection():
     r.up(clean=False)
     r.fail_writes = True
     r.feed(pub(4, b"in", b"x", 1, 3))  # its PUBACK cannot be written
-    assert not r.s.link and not r.s.connected
+    assert r.s.sock is None and not r.s.up
 
 
 def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
