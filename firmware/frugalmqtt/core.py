@@ -329,6 +329,7 @@ class Core:
                         o += 3
                     if props:
                         o = self._text(b, o, props)
+                q = o  # the payload starts here
                 if type(payload) is str:
                     o = self._text(b, o, payload)
                 else:
@@ -366,6 +367,10 @@ class Core:
             if o - s <= self.server_max:
                 break
             a = 0  # the new alias's 3 bytes would pass the server's limit: plain this time
+        # a payload declared UTF-8 (Payload Format Indicator 1: props.build()
+        # and liteprops.props() put it first) must be UTF-8 [U-3.3.2-b]
+        if props and self.v == 5 and props[0] == 1 and props[1] and not utf8(b, q, o):
+            raise ValueError("payload: not UTF-8")
         if a < 0:
             self.alias(-a)  # the server learns it with this packet
         if not qos:

@@ -249,10 +249,12 @@ def build(pairs, where=3):
     in wire order; strings str, binary bytes, a user property (name, value).
     Raises ValueError naming the property that is not right here."""
     b = bytearray()
+    f = b""  # the Payload Format Indicator, put first: the core looks for it there
     seen = 0
     for p in pairs:
         pid = p[0]
         v = p[1]
+        k = len(b)
         t = _TYPE[pid] if 0 < pid < _NIDS else 0
         if not t or not _WHERE[pid] & 1 << where:
             raise ValueError("props: 0x%02x is not a property of this packet" % pid)  # [U-2.2.2-a]
@@ -276,6 +278,9 @@ def build(pairs, where=3):
                         break
             else:
                 b += v.to_bytes(1 if t == _BOOL else 2 if t < _U32 else 4, "big")
+            if pid == PAYLOAD_FORMAT:
+                f = b[k:]
+                b = b[:k]
         else:
             for x in (v if t == _PAIR else (v,)):
                 if t == _BIN and type(x) is str or t != _BIN and type(x) is not str:
@@ -289,4 +294,4 @@ def build(pairs, where=3):
                 b += x
             if t == _PAIR and len(v) != 2:
                 raise ValueError("props: a user property is a (name, value) pair")
-    return bytes(b)
+    return bytes(f + b)

@@ -14,10 +14,13 @@ from frugalmqtt_host.ref import props as PR
 from frugalmqtt import session as S
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
-from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL
+from frugalmqtt.err import MQTTError, ServerError
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
                           alias_of, _PKT)
+from _session_rig import props as P
+from test_session_flows import SPARE
 
 
 def _after_close_nothing_sent(r):
@@ -50,7 +53,7 @@ def test_MQTT_4_13_2_1_connack_refused_raises_server_error():
         r = Rig(v)
         r.begin(True)
         r.take()
-        e = raises(S.ServerError, r.feed, connack(v, reason=code))
+        e = raises(ServerError, r.feed, connack(v, reason=code))
         assert e.args[0] == code
         assert not r.s.up
         assert r.take() == []  # no DISCONNECT in reply to a refusal
@@ -66,7 +69,7 @@ def test_MQTT_4_13_2_1_server_disconnect_raises_server_error():
     pid = r.s.publish(b"k", b"1", 1)
     r.take()
     for code in (0x8B, 0x9A, 0x9B, 0x00):
-        e = raises(S.ServerError, r.feed, disconnect(code))
+        e = raises(ServerError, r.feed, disconnect(code))
         assert e.args[0] == code
         assert not r.s.up and r.s.sock is None
         assert r.take() == []  # no DISCONNECT back
@@ -121,9 +124,9 @@ def test_MQTT_3_2_2_15_maximum_packet_size_refused_locally():
         r = Rig(5)
         limit = host.size_publish(5, b"big/topic", b"x" * 40, qos, props)
         r.up(props=[(PR.MAXIMUM_PACKET_SIZE, limit)])
-        raises(ValueError, r.s.publish, b"big/topic", b"x" * 41, qos, False, props)
+        raises(ValueError, r.s.publish, b"big/topic", b"x" * 41, qos, False, P(props))
         assert r.take() == [] and r.s.pending() == 0
-        r.s.publish(b"big/topic", b"x" * 40, qos, False, props)  # exactly the limit
+        r.s.publish(b"big/topic", b"x" * 40, qos, False, P(props))  # exactly the limit
         got = r.take()
         assert len(got) == 1 and len(got[0]) == limit, hl(got)
 
@@ -146,7 +149,7 @@ def test_MQTT_3_2_2_15_maximum_packet_size_counts_the_topic_alias():
                 assert host.payload_bytes(_PKT) == payload
     # Same for the session's own transmit buffer: a message that fits tx_size
     # without an alias is sent, not refused
-    r = Rig(5, tx_size=40)
+    r = Rig(5, tx_size=40 + SPARE)  # a 40-byte packet at most
     r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
     payload = b"y" * (40 - host.size_publish(5, b"a/b", b""))
     r.s.publish(b"a/b", payload, 0)
@@ -158,10 +161,13 @@ def test_MQTT_3_3_4_6_subscription_identifier_in_publish_refused():
     for v in BOTH:
         r = Rig(v)
         r.up()
-        for qos in (0, 1, 2):
-            raises(ValueError, r.s.publish, b"s", b"p", qos, False, [(PR.SUBSCRIPTION_ID, 5)])
+        # PUBLISH properties are built (and checked) once, before any publish
+        raises(ValueError, P, [(PR.SUBSCRIPTION_ID, 5)])
         # Topic aliases are the session's to assign [MQTT-3.3.2-8]
-        raises(ValueError, r.s.publish, b"s", b"p", 1, False, [(PR.TOPIC_ALIAS, 1)])
+        raises(ValueError, P, [(PR.TOPIC_ALIAS, 1)])
+        # Both are fine where they belong: a SUBSCRIBE's id, a Topic Alias Maximum
+        assert P([(PR.SUBSCRIPTION_ID, 5)], 8) == b"\x0b\x05"
+        assert P([(PR.TOPIC_ALIAS_MAXIMUM, 1)], 1) == b"\x22\x00\x01"
         assert r.take() == [] and r.s.pending() == 0
 
 
@@ -187,8 +193,16 @@ def test_U_3_3_2_b_payload_format_invalid_acked_0x99_not_delivered():
     assert r.take() == [unhex("40 02 00 09"), unhex("40 02 00 0A")] and len(r.msgs) == 3
     assert r.s.up
     # Sending: a payload declared UTF-8 must be UTF-8
-    raises(ValueError, r.s.publish, b"u", b"\xff", 1, False, utf8)
+    for qos in (0, 1, 2):
+        raises(ValueError, r.s.publish, b"u", b"\xff", qos, False, P(utf8))
+    # ... wherever the indicator is among the properties
+    raises(ValueError, r.s.publish, b"u", b"\xc3\x28", 1, False,
+           P([(PR.USER_PROPERTY, ("a", "b")), (PR.PAYLOAD_FORMAT, 1)]))
     assert r.take() == [] and r.s.pending() == 0
+    pid = r.s.publish(b"u", b"caf\xc3\xa9", 1, False, P(utf8))
+    assert r.take() == [pub(5, b"u", b"caf\xc3\xa9", 1, pid, props=utf8)]
+    r.s.publish(b"u", b"\xff", 0, False, P([(PR.PAYLOAD_FORMAT, 0)]))  # binary: not checked
+    assert len(r.take()) == 1
 
 
 def test_MQTT_3_3_1_4_qos3_publish_is_malformed():
