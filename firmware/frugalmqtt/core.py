@@ -204,6 +204,8 @@ class Core:
     def begin(self, sock, clean):
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
+        if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
+            raise ValueError("3.1.1: a persistent session needs a client id")  # [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         b = self.img[-1]
@@ -521,11 +523,14 @@ class Core:
             # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
             # [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2].
             k = 0
+            u = 0  # the quota the PUBREL flows hold: never held back, they count [U-4.9-a]
             while k < self.n:
                 i = self.order[k]
-                if self.state[i] == _COMP and not sp:
-                    self._free(i, SESSION_LOST)
-                    continue
+                if self.state[i] == _COMP:
+                    if not sp:
+                        self._free(i, SESSION_LOST)
+                        continue
+                    u += 1
                 k += 1
             self.inbound(2, sp)  # a new connection for the receiving side
             if self.aliases:
@@ -541,8 +546,9 @@ class Core:
                     self.state[i] = _HOLD
                     if self.prepare(i):
                         continue  # dropped
-                    if k < self.quota:
+                    if u < self.quota:
                         self._go(i)
+                        u += 1
                 k += 1
             return
         self.last_rx = self.clock()

@@ -83,10 +83,11 @@ _TYPE = (b"\x00\x02\x05\x08\x00\x00\x00\x00"  # 00-07
          b"\x05\x02\x08\x00\x08\x00\x00\x08"  # 18-1F
          b"\x00\x04\x03\x04\x02\x02\x0a\x06"  # 20-27
          b"\x02\x02\x02")  # 28-2A
-# id -> the packets it may appear in
+# id -> the packets it may appear in. Authentication Method/Data: not in our
+# CONNECT, the engine has no enhanced authentication (AUTH, 5.0 4.12)
 _WHERE = (
     0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
-    0, _C | _CA | _D, _CA, _CA, 0, _C | _CA | _A, _C | _CA | _A, _C, _W, _C, _CA, 0,
+    0, _C | _CA | _D, _CA, _CA, 0, _CA | _A, _CA | _A, _C, _W, _C, _CA, 0,
     _CA | _D, 0, 0, _CA | _ACKS | _SA | _UA | _D | _A,
     0, _C | _CA, _C | _CA, _P, _CA, _CA, 0xFFFF, _C | _CA, _CA, _CA, _CA,
 )

@@ -1,16 +1,19 @@
 """What a broken or malicious broker gets from Session: each case closed with
 the spec's reason code (DISCONNECT on 5.0, just closing on 3.1.1), a typed
 exception to the caller (MQTTError, ServerError), nothing delivered, nothing
-more sent. Scripted broker bytes through the session's framer, or through
-the client's read path (ClientBase._read) where the framer refuses a packet.
+more sent. Scripted broker bytes framed into the session as a driver frames them
+(_session_rig.frame: a packet over our Maximum Packet Size is refused from
+its fixed header).
 Runs unchanged on CPython and on the MicroPython unix port.
 """
 from _util import raises
 from frugalmqtt_host.ref import control as C
 from frugalmqtt_host.ref import props as PR
-from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
-from frugalmqtt.err import ServerError
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL
+from frugalmqtt.err import MQTTError, ServerError
+from frugalmqtt import session as S
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
+from _session_rig import props as P
 
 
 def _waiting(v, **sizes):
@@ -73,12 +76,11 @@ def test_U_4_13_1_a_connack_authentication_never_asked_for():
     r = Rig(5)
     r.up()
     r.protocol_error(b"\xf0\x00", 0x82)  # AUTH
-    # Asked for: accepted
-    r = Rig(5)
-    r.s.connect(60, True, [(PR.AUTH_METHOD, "TOKEN"), (PR.AUTH_DATA, b"t")])
-    r.take()
-    r.feed(connack(5, props=[(PR.AUTH_METHOD, "TOKEN"), (PR.AUTH_DATA, b"ok")]))
-    assert r.s.up
+    # The engine has no enhanced authentication: a CONNECT cannot ask for it
+    # (its properties refuse an Authentication Method or Data), so every
+    # CONNACK that carries them answers nothing we asked
+    for props in ([(PR.AUTH_METHOD, "TOKEN")], [(PR.AUTH_DATA, b"t")]):
+        raises(ValueError, P, props, 1)
 
 
 def test_MQTT_2_2_1_5_ack_with_packet_id_0_is_a_protocol_error():
@@ -146,7 +148,7 @@ def test_MQTT_1_5_4_1_invalid_utf8_in_connack_strings_is_malformed():
 def _client(v, max_packet):
     """The client's read path, CONNECT sent."""
     c, out = client(v, max_packet)
-    c.s.connect(60, True)
+    c.begin(True)
     del out[:]
     return c, out
 
@@ -171,15 +173,14 @@ def test_MQTT_3_1_2_24_publish_one_byte_over_our_maximum_packet_size():
 
 def test_MQTT_3_1_3_7_v311_empty_client_id_needs_a_clean_session():
     # Refused before anything is sent; 5.0 lets the server assign one
-    r = Rig(4)
-    r.s.client_id = ""
-    raises(ValueError, r.s.connect, 60, False)
+    raises(ValueError, S.Session, "", 4, clean=False)
+    r = Rig(4, client_id="")  # built for clean sessions
+    raises(ValueError, r.begin, False)
     assert r.take() == [] and r.s.sock is None
     r.begin(True)
     assert len(r.take()) == 1
-    r = Rig(5)
-    r.s.client_id = ""
-    r.s.connect(60, False)
+    r = Rig(5, client_id="")
+    r.begin(False)
     assert len(r.take()) == 1
 
 

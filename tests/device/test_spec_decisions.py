@@ -9,6 +9,7 @@ from frugalmqtt_host.ref import props as PR
 from frugalmqtt import session as S
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, rel
+from _session_rig import props as P
 from _lite_rig import Peer, Lite
 
 
@@ -24,7 +25,7 @@ def test_MQTT_3_3_4_7_resume_holds_publishes_over_the_receive_maximum():
     r.s.close()
     got = r.up(clean=False, sp=True, props=[(PR.RECEIVE_MAXIMUM, 1)])
     assert got == [pub(5, b"t", b"1", 1, p1, dup=True)], hl(got)
-    assert r.s.quota == 0 and r.s.pending() == 2
+    assert r.quota_left() == 0 and r.s.pending() == 2
     r.feed(ack(5, PUBACK, p1))
     assert r.take() == [pub(5, b"t", b"2", 1, p2, dup=True)]
     assert r.done == [(p1, 0)]
@@ -36,7 +37,7 @@ def test_MQTT_3_3_4_7_resume_counts_pubrel_flows_and_never_holds_a_pubrel():
     # A held QoS 2 PUBLISH was sent once: its expiry no longer applies [MQTT-4.3.3-7]
     r = Rig(5)
     r.up(clean=False)
-    p1 = r.s.publish(b"t", b"a", 2, False, [(PR.MESSAGE_EXPIRY, 1)])
+    p1 = r.s.publish(b"t", b"a", 2, False, P([(PR.MESSAGE_EXPIRY, 1)]))
     p2 = r.s.publish(b"t", b"b", 2)
     r.feed(ack(5, PUBREC, p2))
     r.take()
