@@ -268,12 +268,12 @@ class Core:
                     n += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
                 else:
                     n += 1
-                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]
-                if c == 0x23 or c == 0x2B or not c:
+                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]; a str's surrogate is no UTF-8 [MQTT-1.5.4-1]
+                if c == 0x23 or c == 0x2B or not c or 0xD7FF < c < 0xE000:
                     n = 0
                     break
             if not n:  # [MQTT-4.7.3-1]
-                raise ValueError("topic: empty, a wildcard or U+0000")
+                raise ValueError("topic: empty, a wildcard, U+0000 or a surrogate")
             if type(topic) is not str and not utf8(topic, 0, len(topic)):
                 raise ValueError("topic: not UTF-8")  # [MQTT-1.5.4-1]; checked without allocating
             self.tn = n

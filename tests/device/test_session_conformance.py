@@ -12,9 +12,11 @@ from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
 from frugalmqtt_host.ref import publish as P
 from frugalmqtt_host import codec as HC
-from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt.err import MQTTError
 from frugalmqtt_host.ref.transport import Transport
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
+from _session_rig import props as PB
 
 _BUF = bytearray(128)
 
@@ -113,10 +115,12 @@ def test_U_2_2_3_a_remaining_length_at_most_four_bytes():
 def test_MQTT_3_3_2_19_content_type_is_a_utf8_string():
     r = Rig(5)
     r.up()
-    for bad in (b"\xc3\x28", b"a\x00"):
-        raises(ValueError, r.s.publish, b"t", b"x", 1, False, [(PR.CONTENT_TYPE, bad)])
+    # Sent: checked once, where the properties are built; a string is a str
+    for bad in ("a\ud800", "a\x00"):
+        raises(ValueError, PB, [(PR.CONTENT_TYPE, bad)])
+    raises(TypeError, PB, [(PR.CONTENT_TYPE, b"\xc3\x28")])
     assert r.take() == [] and r.s.pending() == 0
-    r.s.publish(b"t", b"x", 0, False, [(PR.CONTENT_TYPE, "text/plain")])
+    r.s.publish(b"t", b"x", 0, False, PB([(PR.CONTENT_TYPE, "text/plain")]))
     assert r.take() == [pub(5, b"t", b"x", props=[(PR.CONTENT_TYPE, "text/plain")])]
     # Received: ill-formed Content Type is Malformed
     r.protocol_error(_raw_publish(5, b"t", 1, 1, b"\x03\x00\x02\xc3\x28"), 0x81)
@@ -258,22 +262,22 @@ def test_MQTT_4_8_0_2_transient_error_closes_the_connection():
     # closed, nothing sent; the session stays for the next connection.
     # A write that fails closes it too.
     c, out = client(4, 32)
-    c.s.connect(60, True)
+    c.begin(True)
     read_all(c, connack(4))
     pid = c.s.publish(b"t", b"1", 1)
     del out[:]
     e = raises(MQTTError, read_all, c, pub(4, b"t", b"x" * 40, 1, 7))
     assert e.reason == 0x95 and out == [] and c.s.sock is None
     assert c.s.pending() == 1
-    c.s.connect(60, False)
+    c.begin(False)
     del out[:]
     read_all(c, connack(4, True))
     assert out == [pub(4, b"t", b"1", 1, pid, dup=True)]
     r = Rig(4)
     r.up(clean=False)
     r.fail_writes = True
-    r.feed(pub(4, b"in", b"x", 1, 3))  # its PUBACK cannot be written
-    assert r.s.sock is None and not r.s.up
+    raises(OSError, r.feed, pub(4, b"in", b"x", 1, 3))  # its PUBACK cannot be written
+    assert r.s.sock is None and not r.s.up and r.closed == 1
 
 
 def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
