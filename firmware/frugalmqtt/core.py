@@ -666,8 +666,8 @@ class Core:
             s += 7
             if c < 128:
                 break
-        if end + o != rl:
-            raise self._fail(0x81)
+        if end + o != rl or not c and s > 7:
+            raise self._fail(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
         seen = 0
         while o < rl:
             p = r[o]

@@ -180,8 +180,8 @@ class Props:
             s += 7
             if c < 0x80:
                 break
-        if o + n > end:
-            return -0x81
+        if o + n > end or not c and s > 7:
+            return -0x81  # past the packet, or not minimally encoded [MQTT-1.5.5-1]
         self.buf = b
         self.off = o
         end = self.end = o + n
@@ -199,8 +199,8 @@ class Props:
             if k > end:
                 return -0x81
             if t < _STR:
-                if t == _VBI_NZ and b[k - 1] > 0x7F:
-                    return -0x81  # a Variable Byte Integer of more than 4 bytes
+                if t == _VBI_NZ and (b[k - 1] > 0x7F or not b[k - 1] and k - o > 1):
+                    return -0x81  # more than 4 bytes, or not minimal [MQTT-1.5.5-1]
                 v = _int(b, o, t)
                 if t == _BOOL and v > 1 or not v and (t == _U16_NZ or t >= _U32_NZ):
                     # a flag is 0 or 1, the others here not 0 [U-3.3.2-d];
