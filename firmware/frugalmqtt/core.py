@@ -205,7 +205,7 @@ class Core:
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
         if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
-            raise ValueError("3.1.1: a persistent session needs a client id")  # [MQTT-3.1.3-7]
+            raise ValueError("client id")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         b = self.img[-1]
@@ -272,10 +272,9 @@ class Core:
                 if c == 0x23 or c == 0x2B or not c or 0xD7FF < c < 0xE000:
                     n = 0
                     break
-            if not n:  # [MQTT-4.7.3-1]
-                raise ValueError("topic: empty, a wildcard, U+0000 or a surrogate")
-            if type(topic) is not str and not utf8(topic, 0, len(topic)):
-                raise ValueError("topic: not UTF-8")  # [MQTT-1.5.4-1]; checked without allocating
+            # not empty [MQTT-4.7.3-1], UTF-8 [MQTT-1.5.4-1] (checked without allocating)
+            if not n or type(topic) is not str and not utf8(topic, 0, len(topic)):
+                raise ValueError("topic: empty, a wildcard or not UTF-8")
             self.tn = n
             self.topic = topic
         a = 0
