@@ -10,11 +10,9 @@ import time
 from _util import raises, unhex
 from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
-from frugalmqtt_host.ref import publish as P
 from frugalmqtt_host import codec as HC
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 from frugalmqtt.err import MQTTError
-from frugalmqtt_host.ref.transport import Transport
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
 from _session_rig import props as PB
 
@@ -280,9 +278,15 @@ def test_MQTT_4_8_0_2_transient_error_closes_the_connection():
     assert r.s.sock is None and not r.s.up and r.closed == 1
 
 
-def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
-    # The transport is TCP (or TLS over TCP): SOCK_STREAM, every byte once,
-    # in order, packets split across reads reassembled by the framer
+def _sleep_ms(ms):
+    if hasattr(time, "sleep_ms"):
+        time.sleep_ms(ms)
+    else:
+        time.sleep(ms / 1000)
+
+
+def _listen():
+    """A listening loopback socket and its port."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     port = 0
     if hasattr(srv, "getsockname"):
@@ -298,35 +302,68 @@ def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
             except OSError:
                 pass
     srv.listen(1)
-    t = Transport("127.0.0.1", port, None, 5000)
-    conn = srv.accept()[0]
+    return srv, port
+
+
+def _recv_exactly(conn, n):
+    got = b""
+    while len(got) < n:
+        b = conn.recv(n - len(got))
+        if not b:
+            break
+        got += b
+    return got
+
+
+def test_MQTT_4_2_0_1_transport_is_an_ordered_lossless_byte_stream():
+    # The transport is TCP (or TLS over TCP), opened by the client's own
+    # socket driver (lite.Publisher.connect under client.MQTTClient): every
+    # byte once, in order, both ways; packets split across reads (sent in
+    # 37-byte pieces) reassembled by the driver's framing
+    import _thread
+    from frugalmqtt.client import MQTTClient
+    srv, port = _listen()
+    big = bytes((i * 7) & 0xFF for i in range(3000))
+    stream = b""
+    for i in range(40):
+        stream += pub(5, b"n", bytes((i,)) * (i % 7), 1, i + 1)
+    stream += pub(5, b"n", big[:300], 1, 41)  # a remaining length of two bytes
+    want = b"".join(unhex("40 02") + u16(i + 1) for i in range(41)) + pub(5, b"n", big)
+    box = {}
+
+    def server():
+        conn = srv.accept()[0]
+        try:
+            head = _recv_exactly(conn, 2)  # CONNECT, its length in one byte
+            box["connect"] = head + _recv_exactly(conn, head[1])
+            conn.send(connack(5))
+            for k in range(0, len(stream), 37):
+                conn.send(stream[k:k + 37])
+                _sleep_ms(1)
+            box["rx"] = _recv_exactly(conn, len(want))
+        finally:
+            conn.close()
+            box["done"] = True
+
+    _thread.start_new_thread(server, ())
+    c = MQTTClient("transport", "127.0.0.1", port, version=5, reconnect=False, tx_size=4096,
+                   max_packet=512, timeout_ms=5000)
+    seen = []
+    c.on_message = lambda m: seen.append((m.pid, bytes(m.payload)))
     try:
-        data = bytes((i * 7) & 0xFF for i in range(3000))
-        t.write(data, 0, len(data))
-        got = b""
-        while len(got) < len(data):
-            got += conn.recv(len(data) - len(got))
-        assert got == data
-        stream = b""
-        for i in range(40):
-            stream += pub(5, b"n", bytes((i,)) * (i % 7), 1, i + 1)
-        conn.send(stream)
-        f = codec.Framer(64)
-        seen = []
-        pkt = P.Packet()
-        while len(seen) < 40:
-            if not t.wait_readable(2000):
+        c.connect()
+        for _ in range(200):
+            if len(seen) == 41:
                 break
-            while f.read_packet(t):
-                assert C_decode(pkt, f) == codec.PUBLISH
-                seen.append(pkt.pid)
-        assert seen == list(range(1, 41))
+            c.poll(50)
+        assert [p for p, _ in seen] == list(range(1, 42))
+        assert seen[-1][1] == big[:300] and seen[9][1] == bytes((9, 9))
+        assert c.publish(b"n", big, 0) == 0
+        for _ in range(500):
+            if box.get("done"):
+                break
+            _sleep_ms(10)
+        assert box["connect"][0] == 0x10 and box.get("rx") == want
     finally:
-        t.close()
-        conn.close()
+        c.close()
         srv.close()
-
-
-def C_decode(pkt, f):
-    from frugalmqtt_host.ref import control
-    return control.decode(pkt, f.first, f.buf, f.off, f.off + f.rl, 5)

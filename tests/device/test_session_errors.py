@@ -1,7 +1,7 @@
 """Sans-I/O tests of frugalmqtt.session: limits, refusals and protocol errors.
 
-A scripted broker (packets from the codec's encoders, fed through the
-session's framer) and a write() that records each packet, so every
+A scripted broker (packets from the host's encoders, framed into the
+session as a driver frames them, _session_rig) and a stream that records each packet, so every
 DISCONNECT and every packet *not* sent is checked byte for byte. MQTT 5.0
 (v=5) and, where the rule exists there, MQTT 3.1.1 (v=4); a protocol error
 sends DISCONNECT with its reason code on 5.0 and just closes on 3.1.1.
@@ -11,11 +11,10 @@ Runs unchanged on CPython and on the MicroPython unix port.
 from _util import raises, unhex
 from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
-from frugalmqtt import session as S
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL
-from frugalmqtt.err import MQTTError, ServerError
+from frugalmqtt.err import ServerError
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
                           alias_of, _PKT)

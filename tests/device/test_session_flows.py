@@ -1,7 +1,7 @@
 """Sans-I/O tests of frugalmqtt.session: the QoS flows against a scripted broker.
 
-The broker's packets are built with the codec's encoders and fed through the
-session's framer; what the session writes is captured packet by packet (one
+The broker's packets are built with the host's encoders and framed into the
+session as a driver frames them (_session_rig); what the session writes is captured packet by packet (one
 write() call per packet) and compared byte for byte. Time is a fake clock.
 Each test runs on MQTT 5.0 (v=5) and, where the flow exists there, on MQTT
 3.1.1 (v=4). Spec ids: MQTT 5.0 numbering unless tagged "v3.1.1".
@@ -9,11 +9,10 @@ Runs unchanged on CPython and on the MicroPython unix port.
 """
 from array import array
 
-from _util import IS_MICROPYTHON, no_alloc, raises, unhex
+from _util import no_alloc, raises, unhex
 from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
 from frugalmqtt import session as S
-from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
 
