@@ -7,6 +7,7 @@ CPython and MicroPython.
 
 ref_client()/ref_read_all() keep the reference stack (frugalmqtt_host.ref,
 the old implementation) runnable the same way, for the differential test."""
+from array import array
 from _util import raises
 from frugalmqtt import session as S
 from frugalmqtt.props import build
@@ -106,6 +107,68 @@ def frame(s, data, off, end):
         i += 1
     s.packet(rl)
     return o + rl
+
+
+class Capture:
+    """A session's stream for the heap-locked tests: write() copies each
+    packet into one fixed buffer (no new objects)."""
+
+    def __init__(self, size, count):
+        self.buf = bytearray(size)
+        self.ends = array("H", bytes(2 * count))
+        self.n = 0
+        self.used = 0
+
+    def write(self, buf, off, n):
+        b = self.buf
+        o = self.used
+        i = 0
+        while i < n:
+            b[o + i] = buf[off + i]
+            i += 1
+        self.used = o + n
+        self.ends[self.n] = o + n
+        self.n += 1
+        return n
+
+    def close(self):
+        pass
+
+    def clear(self):
+        self.n = 0
+        self.used = 0
+
+    def packets(self):
+        out = []
+        start = 0
+        for i in range(self.n):
+            out.append(bytes(self.buf[start:self.ends[i]]))
+            start = self.ends[i]
+        return out
+
+    def take(self):
+        out = self.packets()
+        self.clear()
+        return out
+
+
+class Input:
+    """Server bytes in one fixed buffer, framed into a session by drain()
+    without allocating."""
+
+    def __init__(self, size):
+        self.data = bytearray(size)
+        self.len = 0
+
+    def load(self, data):
+        self.data[0:len(data)] = data
+        self.len = len(data)
+
+    def drain(self, s):
+        o = 0
+        while 0 <= o < self.len:
+            o = frame(s, self.data, o, self.len)
+        self.len = 0
 
 
 class Rig:

@@ -12,7 +12,7 @@ level. Expected packets come from the host's encoders (frugalmqtt_host).
 """
 from array import array
 from _util import no_alloc, unhex
-from _session_rig import frame, pub, ack, connack
+from _session_rig import frame, pub, ack, connack, Capture, Input
 from frugalmqtt import session as S
 from frugalmqtt import lite as L
 from frugalmqtt.props import build
@@ -32,59 +32,6 @@ PAIRS = [(P.MESSAGE_EXPIRY, 300), (P.CONTENT_TYPE, "application/json"),
          (P.CORRELATION_DATA, b"\x01\x02\x03\x04")]
 PROPS = build(PAIRS)  # built once, reused by every publish
 ACK_PAIRS = [(P.REASON_STRING, "quota"), (P.USER_PROPERTY, ("k", "v"))]
-
-
-class Capture:
-    """The session's stream: write() copies each packet into one fixed buffer."""
-
-    def __init__(self, size, count):
-        self.buf = bytearray(size)
-        self.ends = array("H", bytes(2 * count))
-        self.n = 0
-        self.used = 0
-
-    def write(self, buf, off, n):
-        b = self.buf
-        o = self.used
-        i = 0
-        while i < n:
-            b[o + i] = buf[off + i]
-            i += 1
-        self.used = o + n
-        self.ends[self.n] = o + n
-        self.n += 1
-        return n
-
-    def close(self):
-        pass
-
-    def take(self):
-        out = []
-        start = 0
-        for i in range(self.n):
-            out.append(bytes(self.buf[start:self.ends[i]]))
-            start = self.ends[i]
-        self.n = 0
-        self.used = 0
-        return out
-
-
-class Input:
-    """Server bytes in one fixed buffer, framed into a session by feed()."""
-
-    def __init__(self, size):
-        self.data = bytearray(size)
-        self.len = 0
-
-    def load(self, data):
-        self.data[0:len(data)] = data
-        self.len = len(data)
-
-    def feed(self, s):
-        o = 0
-        while 0 <= o < self.len:
-            o = frame(s, self.data, o, self.len)
-        return o
 
 
 NOW = [50000]
@@ -129,7 +76,7 @@ def _session(v):
     s.begin(CAP, True)
     IN.load(connack(v, props=[(P.TOPIC_ALIAS_MAXIMUM, 8), (P.RECEIVE_MAXIMUM, 20)]
                     if v == 5 else None))
-    IN.feed(s)
+    IN.drain(s)
     assert s.up
     CAP.take()
     return s
@@ -141,7 +88,7 @@ PIDS = array("i", [0, 0])
 
 
 def _feed(s):
-    return IN.feed(s)
+    IN.drain(s)
 
 
 def _locked_feed(s, data):
@@ -172,7 +119,7 @@ def _free(s, pid, qos):
         IN.load(ack(v, PUBACK, pid))
     else:
         IN.load(ack(v, PUBREC, pid) + ack(v, PUBCOMP, pid))
-    IN.feed(s)
+    IN.drain(s)
     CAP.take()
     DN[0] = 0
 
@@ -230,9 +177,9 @@ def test_encode_publish_str_topic_and_props():
 
 def test_encode_acks_v311():
     IN.load(pub(4, TOPIC, b"1", 1, 0x1234) + pub(4, TOPIC, b"2", 2, 0x1235))
-    IN.feed(S4)  # warm
+    IN.drain(S4)  # warm
     IN.load(ack(4, PUBREL, 0x1235))
-    IN.feed(S4)
+    IN.drain(S4)
     CAP.take()
     got = _locked_feed(S4, pub(4, TOPIC, b"1", 1, 0x1234) + pub(4, TOPIC, b"2", 2, 0x1235)
                        + ack(4, PUBREL, 0x1235) + ack(4, PUBREC, 0x1236))
@@ -245,7 +192,7 @@ def test_encode_acks_v5_with_reason_codes():
     data = (pub(5, TOPIC, b"\xff", 1, 0x1234, props=utf8) + pub(5, TOPIC, b"\xff", 2, 0x1235, props=utf8)
             + ack(5, PUBREL, 0x1236) + ack(5, PUBREC, 0x1237))
     IN.load(data)
-    IN.feed(S5)  # warm
+    IN.drain(S5)  # warm
     CAP.take()
     assert _locked_feed(S5, data) == [unhex("40 03 12 34 99"), unhex("50 03 12 35 99"),
                                       unhex("70 03 12 36 92"), unhex("62 03 12 37 92")]
@@ -260,7 +207,7 @@ def test_encode_pingreq():
     NOW[0] += 60000
     _tick(s)  # warm
     IN.load(b"\xd0\x00")
-    IN.feed(s)
+    IN.drain(s)
     CAP.take()
     NOW[0] += 60000
     no_alloc(_tick, s)
@@ -281,7 +228,7 @@ RX_PUB = (pub(5, TOPIC, PAYLOAD, 1, 0x4321, props=PAIRS + [(P.SUBSCRIPTION_ID, 2
 
 def test_decode_inbound_publish_with_properties():
     IN.load(RX_PUB)
-    IN.feed(S5)  # warm
+    IN.drain(S5)  # warm
     CAP.take()
     for i in range(len(GOT)):
         GOT[i] = 0
@@ -301,7 +248,7 @@ def _lookup():
 def test_props_integer_lookup():
     IN.load(RX_PUB[:len(RX_PUB) - len(pub(5, b"", PAYLOAD, 2, 0x4322, props=[(P.SUBSCRIPTION_ID, 7)],
                                           alias=2)) - 4])
-    IN.feed(S5)
+    IN.drain(S5)
     CAP.take()
     assert GOT[5] == 300 and GOT[6] == 200 and GOT[7] == 2 and GOT[8] == GOT[9] == 1
     assert _lookup() == 300 + 2 + 200 + 1
@@ -330,13 +277,13 @@ def test_decode_each_ack():
                 if t == PUBREL:  # an inbound QoS 2 message waits for it
                     pid = 0x777
                     IN.load(pub(v, TOPIC, b"x", 2, pid))
-                    IN.feed(s)
+                    IN.drain(s)
                     want = [ack(v, PUBCOMP, pid)]
                 else:
                     pid = s.publish(TOPIC, PAYLOAD, 1 if t == PUBACK else 2)
                     if t == PUBCOMP:
                         IN.load(ack(v, PUBREC, pid))
-                        IN.feed(s)
+                        IN.drain(s)
                     want = [ack(v, PUBREL, pid)] if t == PUBREC else []
                 CAP.take()
                 b = bytearray(data)

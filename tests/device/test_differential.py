@@ -110,11 +110,12 @@ class SessionDriver:
         self.s.disconnect(reason)
 
 
-class CoreSessionDriver:
+class CoreSessionDriver(SessionDriver):
     """The device's frugalmqtt.session.Session (sans-I/O core, receiving,
     aliases) with the server's bytes framed as a driver frames them
     (_session_rig.frame: a packet over our Maximum Packet Size refused from
-    its fixed header). keepalive is the Session's, fixed at construction."""
+    its fixed header). keepalive is the Session's, fixed at construction;
+    sent(), on_done() and disconnect() are the reference driver's."""
 
     def __init__(self, v, client_id="dev", keepalive=60):
         self.done = []
@@ -125,14 +126,6 @@ class CoreSessionDriver:
 
     def now(self):
         return self.c.t
-
-    def on_done(self, pid, reason):
-        self.done.append((pid, reason))
-
-    def sent(self):
-        out = self.out[:]
-        del self.out[:]
-        return out
 
     def connected(self):
         return self.s.up
@@ -155,9 +148,6 @@ class CoreSessionDriver:
 
     def lost(self):
         self.s.close()
-
-    def disconnect(self, reason):
-        self.s.disconnect(reason)
 
 
 class LiteDriver:

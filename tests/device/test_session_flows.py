@@ -17,7 +17,7 @@ from frugalmqtt_host import server as SV
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
-                          alias_of, _PKT, frame, in_flight)
+                          alias_of, _PKT, frame, in_flight, Capture, Input)
 from _session_rig import props as P
 
 # The session keeps 5 bytes before each packet body for its fixed header: a
@@ -864,64 +864,6 @@ def test_MQTT_3_1_2_21_server_keep_alive_replaces_ours():
 
 # ---- Zero allocation (heap locked under MicroPython) ----------------------------------------------
 
-class _Capture:
-    """The session's stream: write() copies each packet into one fixed buffer."""
-
-    def __init__(self, size, count):
-        self.buf = bytearray(size)
-        self.ends = array("H", bytes(2 * count))
-        self.n = 0
-        self.used = 0
-
-    def write(self, buf, off, n):
-        b = self.buf
-        o = self.used
-        i = 0
-        while i < n:
-            b[o + i] = buf[off + i]
-            i += 1
-        self.used = o + n
-        self.ends[self.n] = o + n
-        self.n += 1
-        return n
-
-    def close(self):
-        pass
-
-    def clear(self):
-        self.n = 0
-        self.used = 0
-
-    def packets(self):
-        out = []
-        start = 0
-        for i in range(self.n):
-            out.append(bytes(self.buf[start:self.ends[i]]))
-            start = self.ends[i]
-        return out
-
-
-class _Input:
-    """Server bytes in one fixed buffer, framed into the session by drain()."""
-
-    def __init__(self, size):
-        self.data = bytearray(size)
-        self.len = 0
-
-    def load(self, chunks):
-        o = 0
-        for c in chunks:
-            self.data[o:o + len(c)] = c
-            o += len(c)
-        self.len = o
-
-    def drain(self, s):
-        o = 0
-        while 0 <= o < self.len:
-            o = frame(s, self.data, o, self.len)
-        self.len = 0
-
-
 _NA_NOW = [50000]
 
 
@@ -929,8 +871,8 @@ def _na_clock():
     return _NA_NOW[0]
 
 
-_NA_CAP = _Capture(4096, 64)
-_NA_IN = _Input(2048)
+_NA_CAP = Capture(4096, 64)
+_NA_IN = Input(2048)
 _NA_S = S.Session("noalloc", 5, clock=_na_clock)
 _NA_T1 = b"na/one"
 _NA_T2 = b"na/two"
@@ -966,7 +908,7 @@ _NA_S.on_message = _na_msg
 def _na_connect():
     """A fresh connection for the no-alloc session (allocates: not locked)."""
     _NA_S.begin(_NA_CAP, True)
-    _NA_IN.load([connack(5, props=[(PR.TOPIC_ALIAS_MAXIMUM, 4), (PR.RECEIVE_MAXIMUM, 20)])])
+    _NA_IN.load(connack(5, props=[(PR.TOPIC_ALIAS_MAXIMUM, 4), (PR.RECEIVE_MAXIMUM, 20)]))
     _na_drain()
     assert _NA_S.up
     _NA_CAP.clear()
@@ -990,7 +932,7 @@ def _na_drain():
 def _na_acks():
     p1 = _NA_PIDS[1]
     p2 = _NA_PIDS[2]
-    _NA_IN.load([ack(5, PUBACK, p1), ack(5, PUBREC, p2), ack(5, PUBCOMP, p2)])
+    _NA_IN.load(ack(5, PUBACK, p1) + ack(5, PUBREC, p2) + ack(5, PUBCOMP, p2))
 
 
 def test_no_alloc_publish_qos012_with_props_and_alias_and_acks():
@@ -1036,7 +978,7 @@ def test_no_alloc_publish_qos0_known_alias():
                                  pub(5, b"", b"", 0, alias=1)]
 
 
-_NA4_CAP = _Capture(1024, 16)
+_NA4_CAP = Capture(1024, 16)
 _NA4_S = S.Session("noalloc4", 4, clock=_na_clock)
 
 
@@ -1060,13 +1002,13 @@ def test_no_alloc_publish_qos0_repeated_topic_v4():
 
 
 def _na_inbound():
-    _NA_IN.load([pub(5, _NA_T1, _NA_PAY, 1, 10, props=_NA_PAIRS),
-                 pub(5, _NA_T1, b"x", 2, 11, props=[(PR.PAYLOAD_FORMAT, 1)]),
-                 ack(5, PUBREL, 11),
-                 pub(5, _NA_T2, b"yy", 0, alias=1),
-                 pub(5, b"", b"zzz", 2, 12, alias=1),
-                 pub(5, b"", b"zzz", 2, 12, dup=True, alias=1),
-                 ack(5, PUBREL, 12)])
+    _NA_IN.load(pub(5, _NA_T1, _NA_PAY, 1, 10, props=_NA_PAIRS)
+                + pub(5, _NA_T1, b"x", 2, 11, props=[(PR.PAYLOAD_FORMAT, 1)])
+                + ack(5, PUBREL, 11)
+                + pub(5, _NA_T2, b"yy", 0, alias=1)
+                + pub(5, b"", b"zzz", 2, 12, alias=1)
+                + pub(5, b"", b"zzz", 2, 12, dup=True, alias=1)
+                + ack(5, PUBREL, 12))
 
 
 def test_no_alloc_inbound_qos1_qos2_dispatch():
