@@ -615,9 +615,10 @@ class Core:
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
-        packet id) from the server; t 2: a CONNACK accepted, n its session present. A publisher delivers nothing (a session
-        that subscribed earlier may still send), but acknowledges as the flow
-        requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
+        packet id) from the server; t 2: a CONNACK accepted (n: session
+        present). A publisher delivers nothing (a session that subscribed
+        earlier may still send), but acknowledges as the flow requires
+        [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
         a protocol error here. recv.Receiver replaces this."""
         if t == 6:
             # PUBCOMP; we keep no record of inbound QoS 2 ids, so none is
