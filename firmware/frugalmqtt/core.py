@@ -204,6 +204,8 @@ class Core:
     def begin(self, sock, clean):
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
+        if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
+            raise ValueError("client id")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         b = self.img[-1]
@@ -266,14 +268,13 @@ class Core:
                     n += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
                 else:
                     n += 1
-                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]
-                if c == 0x23 or c == 0x2B or not c:
+                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]; a str's surrogate is no UTF-8 [MQTT-1.5.4-1]
+                if c == 0x23 or c == 0x2B or not c or 0xD7FF < c < 0xE000:
                     n = 0
                     break
-            if not n:  # [MQTT-4.7.3-1]
-                raise ValueError("topic: empty, a wildcard or U+0000")
-            if type(topic) is not str:
-                bytes(topic).decode()  # UnicodeError (a ValueError) unless UTF-8 [MQTT-1.5.4-1]
+            # not empty [MQTT-4.7.3-1], UTF-8 [MQTT-1.5.4-1] (checked without allocating)
+            if not n or type(topic) is not str and not utf8(topic, 0, len(topic)):
+                raise ValueError("topic: empty, a wildcard or not UTF-8")
             self.tn = n
             self.topic = topic
         a = 0
@@ -335,6 +336,7 @@ class Core:
                         o += 3
                     if props:
                         o = self._text(b, o, props)
+                q = o  # the payload starts here
                 if type(payload) is str:
                     o = self._text(b, o, payload)
                 else:
@@ -372,6 +374,10 @@ class Core:
             if o - s <= self.server_max:
                 break
             a = 0  # the new alias's 3 bytes would pass the server's limit: plain this time
+        # a payload declared UTF-8 (Payload Format Indicator 1: props.build()
+        # and liteprops.props() put it first) must be UTF-8 [U-3.3.2-b]
+        if props and self.v == 5 and props[0] == 1 and props[1] and not utf8(b, q, o):
+            raise ValueError("payload: not UTF-8")
         if a < 0:
             self.alias(-a)  # the server learns it with this packet
         if not qos:
@@ -558,12 +564,16 @@ class Core:
             # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
             # [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2].
             k = 0
+            u = 0  # the quota the PUBREL flows hold: never held back, they count [U-4.9-a]
             while k < self.n:
                 i = self.order[k]
-                if self.state[i] == _COMP and not sp:
-                    self._free(i, SESSION_LOST)
-                    continue
+                if self.state[i] == _COMP:
+                    if not sp:
+                        self._free(i, SESSION_LOST)
+                        continue
+                    u += 1
                 k += 1
+            self.inbound(2, sp)  # a new connection for the receiving side
             if self.aliases:
                 self.alias(None)  # aliases are per connection [MQTT-3.3.2-7]
             k = 0
@@ -577,8 +587,9 @@ class Core:
                     self.state[i] = _HOLD
                     if self.prepare(i):
                         continue  # dropped
-                    if k < self.quota:
+                    if u < self.quota:
                         self._go(i)
+                        u += 1
                 k += 1
             return
         self.last_rx = self.clock()
@@ -646,15 +657,18 @@ class Core:
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
-        packet id) from the server. A publisher delivers nothing (a session
-        that subscribed earlier may still send), but acknowledges as the flow
-        requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
+        packet id) from the server; t 2: a CONNACK accepted (n: session
+        present). A publisher delivers nothing (a session that subscribed
+        earlier may still send), but acknowledges as the flow requires
+        [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
         a protocol error here. recv.Receiver replaces this."""
         if t == 6:
             # PUBCOMP; we keep no record of inbound QoS 2 ids, so none is
             # found [MQTT-4.3.3-11] [MQTT-3.7.2-1]
             return self._ack(0x70, n, 0x92)
         if t != 3:
+            if t == 2:
+                return  # a new connection: no inbound state kept here
             raise self._fail(0x82)  # SUBACK, UNSUBACK: we never subscribed
         first = self.first
         r = self.rx
@@ -694,8 +708,8 @@ class Core:
             s += 7
             if c < 128:
                 break
-        if end + o != rl:
-            raise self._fail(0x81)
+        if end + o != rl or not c and s > 7:
+            raise self._fail(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
         seen = 0
         while o < rl:
             p = r[o]
