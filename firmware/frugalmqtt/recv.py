@@ -103,13 +103,13 @@ class Receiver:
             while i < self.a_in_max:
                 self.a_in_len[i] = 0  # aliases are per connection [MQTT-3.3.2-7]
                 i += 1
-            i = 0
-            while i < self.in_max and not n:
-                # no session: the server forgot our QoS 2 ids [MQTT-3.2.2-5]
-                if self.in_pid[i] and self.ob:
-                    self.ob.inbound(self.in_pid[i], False)
-                self.in_pid[i] = 0
-                i += 1
+            if not n:  # no session: the server forgot our QoS 2 ids [MQTT-3.2.2-5]
+                if self.ob:
+                    self.ob.inbound(0, False)  # one record for all, before they go
+                i = 0
+                while i < self.in_max:
+                    self.in_pid[i] = 0
+                    i += 1
             return
         if t == 6:  # PUBREL, n its packet id
             i = 0
