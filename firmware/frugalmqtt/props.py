@@ -284,11 +284,17 @@ def build(pairs, where=3):
                 b = b[:k]
         else:
             for x in (v if t == _PAIR else (v,)):
-                if t == _BIN and type(x) is str or t != _BIN and type(x) is not str:
+                # a string is str or UTF-8 bytes; binary data is bytes-like
+                if type(x) is str:
+                    if t == _BIN:
+                        raise TypeError("props: 0x%02x takes bytes" % pid)
+                    x = x.encode()
+                elif type(x) is int or x is None:
                     raise TypeError("props: 0x%02x takes %s" % (pid, "bytes" if t == _BIN else "str"))
-                x = x.encode() if t != _BIN else bytes(x)
+                x = bytes(x)
                 if len(x) > 65535 or t != _BIN and not utf8(x, 0, len(x)):
-                    raise ValueError("props: 0x%02x: over 65535 bytes or U+0000" % pid)  # [MQTT-1.5.4-2]
+                    # [MQTT-1.5.4-1] [MQTT-1.5.4-2]
+                    raise ValueError("props: 0x%02x: over 65535 bytes, not UTF-8 or U+0000" % pid)
                 if pid == RESPONSE_TOPIC and (b"#" in x or b"+" in x):
                     raise ValueError("props: a wildcard in the response topic")  # [MQTT-3.3.2-14]
                 b += len(x).to_bytes(2, "big")
