@@ -117,7 +117,9 @@ class Broker:
         if isinstance(e, ssl.SSLCertVerificationError):
             return "TLS with %s: the broker's certificate was not accepted: %s" % (
                 where, e.verify_message or e.reason)
-        if isinstance(e, ssl.SSLError):
+        if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):
+            # (a TLS 1.3 server refuses a missing client certificate after the
+            # handshake: then the first write meets a closed link, below)
             if "CERTIFICATE_REQUIRED" in str(e.reason):
                 return ("TLS with %s failed: it asks for a client certificate "
                         "(use --cert and --key)" % where)
@@ -126,7 +128,7 @@ class Broker:
             return "no broker at %s (connection refused)" % self.address
         if isinstance(e, TimeoutError) or e.args == ("no CONNACK",):
             return "%s did not answer in time" % where
-        if isinstance(e, (ConnectionError, EOFError)) or e.args in (("connection lost",),
+        if isinstance(e, (ConnectionError, EOFError, ssl.SSLEOFError)) or e.args in (("connection lost",),
                                                                     ("connection closed",)):
             hint = ("a TLS listener? use --ca or --tls" if not self.uses_tls else
                     "does it ask for a client certificate? use --cert and --key"
