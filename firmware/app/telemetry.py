@@ -113,10 +113,10 @@ class Telemetry:
         self.props = [self._props(s.unit) for s in self.sensors]  # built once, reused
         self.status_props = self._props(None)
         self.client = self._client()
-        from frugalmqtt import session
+        from frugalmqtt import client
         # publish() results that mean "no room": WINDOW_FULL, and OUTBOX_FULL
         # with an outbox (whose STORED means buffered in the file, not lost)
-        self.full = (session.WINDOW_FULL, getattr(session, "OUTBOX_FULL", session.WINDOW_FULL))
+        self.full = (client.WINDOW_FULL, getattr(client, "OUTBOX_FULL", client.WINDOW_FULL))
 
     def _props(self, unit):
         if self.version < 5:
@@ -127,7 +127,7 @@ class Telemetry:
             p.append((P.MESSAGE_EXPIRY, self.cfg["expiry_s"]))
         if unit:
             p.append((P.USER_PROPERTY, ("unit", unit)))
-        return p
+        return P.build(p)
 
     def _client(self):
         from frugalmqtt.client import MQTTClient
