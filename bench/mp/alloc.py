@@ -74,7 +74,7 @@ class Bench:
     def recv_round(self):
         b = self.b
         t0 = ticks_ms()
-        while self.rx.n < self.target or inbound_busy(b.s):
+        while self.rx.n < self.target or inbound_busy(b):
             if ticks_diff(ticks_ms(), t0) > 10000:
                 self.ok = False
                 return
@@ -172,7 +172,7 @@ def main():
             out("alias_max", 0)
         else:
             c = client("b-pub", v)
-            out("alias_max", c.s.a_out_max)
+            out("alias_max", c.amax)
         w = SLOTS if q else 100
         b = Bench(c, q, props, w)
         pub_round = b.round()
@@ -223,7 +223,7 @@ def main():
         out("alloc", case, total, rounds * SLOTS)
         b.send_round()
         ok = locked(b.recv_round)
-        if isinstance(rcv.s.callback_error, MemoryError):
+        if isinstance(rcv.callback_error, MemoryError):
             ok = 0
         out("lock", case, ok)
         if ok:  # (a MemoryError may have cut a round short)
