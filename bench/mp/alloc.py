@@ -10,6 +10,8 @@
 # of the topic on, a topic alias (the broker allows aliases).
 # CASE lpub0 lpub1 lpub2: the same publish cases with the publish-only
 # profile, lite.Publisher (its MQTT 5 properties: the same user property).
+# CASE tpub0 tpub1 tpub2: the same with the telemetry profile, telem.Telemetry
+# with an outbox (mqttlibs.telemetry).
 # CASE calib checks the instrument: bytearray(100) per operation must show.
 import gc
 import micropython
@@ -161,8 +163,14 @@ def main():
         c.disconnect()
         return
     q = int(case[-1])
-    if case.startswith("pub") or case.startswith("lpub"):
-        if case[0] == "l":
+    if case[1:4] == "pub" or case.startswith("pub"):
+        if case[0] == "t":  # the telemetry profile: Telemetry with an outbox
+            from mqttlibs import telemetry
+            from frugalmqtt.liteprops import props as lprops
+            c = telemetry("b-tpub", HOST, PORT, v)
+            props = lprops(user=(("k", "v"),)) if v == 5 else None
+            out("alias_max", c.amax)
+        elif case[0] == "l":
             from frugalmqtt.lite import Publisher
             from frugalmqtt.liteprops import props as lprops
             c = Publisher("b-lpub", HOST, PORT, v, timeout_ms=5000, slots=SLOTS,

@@ -12,6 +12,8 @@
 # has read every earlier message), after QoS 1/2 when flush() returns.
 # CASE l0/l1/l2: the same with the publish-only profile, lite.Publisher
 #   (SLOTS slots, each holding one encoded PUBLISH for a resend).
+# CASE t0/t1/t2: the same with the telemetry profile, telem.Telemetry with an
+#   outbox (mqttlibs.telemetry: 8 slots, an 8 KB file).
 # CASE lat: latency, not throughput: a QoS 0 publish immediately followed by
 #   a QoS 1 publish, timed until its PUBACK; MS rounds 20 ms apart ("@@ lat
 #   MEDIAN_US MAX_US"). Without TCP_NODELAY, Nagle holds the second packet
@@ -81,11 +83,15 @@ def run(v, q, ms, slots):
     c.disconnect()
 
 
-def run_lite(v, q, ms, slots):
-    from frugalmqtt.lite import Publisher
-    c = Publisher("b-lite", HOST, PORT, v, keepalive=60, timeout_ms=5000, slots=slots,
-                  max_packet=128)
-    c.connect()
+def run_lite(v, q, ms, slots, telem):
+    if telem:  # the telemetry profile (sized as lite, 8 slots): Telemetry with an outbox
+        from mqttlibs import telemetry
+        c = telemetry("b-telem", HOST, PORT, v)
+    else:
+        from frugalmqtt.lite import Publisher
+        c = Publisher("b-lite", HOST, PORT, v, keepalive=60, timeout_ms=5000, slots=slots,
+                      max_packet=128)
+        c.connect()
     out("receive_max", c.quota)
     out("window", c.quota)
     pub = c.publish
@@ -102,7 +108,7 @@ def run_lite(v, q, ms, slots):
     if not c.flush(10000):
         fail("no acknowledgement within 10 s")
     dt = ticks_diff(ticks_us(), t0)
-    out("rate", "l%d" % q, count, dt)
+    out("rate", "%s%d" % ("t" if telem else "l", q), count, dt)
     c.disconnect()
 
 
@@ -132,8 +138,8 @@ def main():
         raw(v, ms)
     elif case == "lat":
         lat(v, ms)
-    elif case[0] == "l":
-        run_lite(v, int(case[-1]), ms, slots)
+    elif case[0] in "lt":
+        run_lite(v, int(case[-1]), ms, slots, case[0] == "t")
     else:
         run(v, int(case[-1]), ms, slots)
 
