@@ -1,7 +1,8 @@
 # Outbox measurements on the MicroPython unix port (run by bench/outbox_bench.py):
 #   micropython -m outbox HOST PORT CASE DIR
 # CASE mem: heap of `import frugalmqtt.outbox` after the client, and of one
-#   Outbox (16 KB file) attached to a default-sized session.
+#   Outbox (16 KB file) attached to a default-sized session.Session (the full
+#   client's engine without a driver: nothing connects).
 # CASE fill QOS: offline, publish 48-byte PUBLISHes into a fresh 16 KB outbox
 #   until OUTBOX_FULL: how many fit, microseconds per publish(); then the time
 #   to reopen and reload the full file.
@@ -29,13 +30,13 @@ def path(name):
 
 if case == "mem":
     from frugalmqtt.client import MQTTClient
-    from frugalmqtt_host.ref.session import Session
+    from frugalmqtt.session import Session
     gc.collect()
     a = gc.mem_alloc()
     from frugalmqtt.outbox import Outbox
     gc.collect()
     b = gc.mem_alloc()
-    s = Session("m", lambda buf, off, n: None, 5)
+    s = Session("m", 5)
     gc.collect()
     c = gc.mem_alloc()
     ob = Outbox(path("mem.bin"), SIZE)
@@ -44,11 +45,11 @@ if case == "mem":
     print("@@ import", b - a)
     print("@@ instance", gc.mem_alloc() - c)
 elif case == "fill":
-    from frugalmqtt.outbox import Outbox
-    from frugalmqtt_host.ref.session import Session, OUTBOX_FULL
+    from frugalmqtt.outbox import Outbox, OUTBOX_FULL
+    from frugalmqtt.session import Session
     qos = int(sys.argv[5])
     p = path("fill.bin")
-    s = Session("f", lambda buf, off, n: None, 5)
+    s = Session("f", 5)
     Outbox(p, SIZE).attach(s)
     n = 0
     t0 = time.ticks_us()
@@ -57,7 +58,7 @@ elif case == "fill":
     dt = time.ticks_diff(time.ticks_us(), t0)
     s.ob.close()
     t1 = time.ticks_us()
-    s2 = Session("f", lambda buf, off, n: None, 5)
+    s2 = Session("f", 5)
     ob = Outbox(p, SIZE)
     ob.attach(s2)
     reload_us = time.ticks_diff(time.ticks_us(), t1)
