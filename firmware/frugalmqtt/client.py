@@ -2,8 +2,7 @@
 # aliases (alias.Aliases), over lite's blocking driver (socket, framing,
 # waiting), plus reconnect with bounded exponential backoff, subscriptions
 # made again after a reconnect that found no session, and helpers that wait.
-from .core import Core, FULL, ticks_ms, ticks_diff
-from .err import MQTTError, ServerError
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher

@@ -21,7 +21,6 @@
 # server causes carry only their reason code (MQTTError.reason; the spec id
 # beside each check says which rule) and the network ones an errno.
 import errno
-from .err import MQTTError, ServerError
 
 try:
     from micropython import const
@@ -41,6 +40,16 @@ FULL = const(-1)  # publish(): every slot of the table is taken
 # The size of each CONNACK property's value, by id from 0x11 to 0x2A: a 1, 2
 # or 4 byte integer, 5 a string or binary data, 6 a string pair, 0 none.
 _KINDS = b"45205500050500502201164111"
+
+
+class MQTTError(Exception):
+    """A packet that breaks the protocol. `reason` (args[0]) is the MQTT 5
+    reason code sent in the DISCONNECT (3.1.1 just closes the connection)."""
+
+
+class ServerError(Exception):
+    """The server refused the connection (CONNACK reason code >= 0x80) or
+    ended it (DISCONNECT); args[0] is its reason code."""
 
 
 def _field(b, pid, s):
@@ -756,4 +765,6 @@ class Core:
             self.disconnect(reason)
         else:
             self.close()
-        return MQTTError(reason)
+        e = MQTTError(reason)
+        e.reason = reason
+        return e

@@ -19,10 +19,10 @@
 import sys
 
 from .client import MQTTClient as _Client
-from .control import Will
-from .session import ServerError
-from .codec import MQTTError, PUBLISH, PINGRESP
+from .core import MQTTError, ServerError
 
+_PUBLISH = 3
+_PINGRESP = 13
 _PINGREQ = b"\xc0\x00"
 
 
@@ -74,19 +74,18 @@ class MQTTClient:
         self.lw_msg = None
         self.lw_qos = 0
         self.lw_retain = False
-        c = _Client(client_id, server, self.port, version, user, password, keepalive, ssl,
-                    reconnect=False, **sizes)
-        c.on_message = self._on_message
-        c.on_done = self._on_done
-        self._c = c
+        self.version = version
+        self.sizes = sizes
+        self._c = None  # the client, made by connect() with the settings then
+        self._made = None  # ... and those settings
         self._q = []  # (topic, msg) received, for the callback
         self._done = {}  # packet id -> reason of QoS 1/2 flows ended
 
     @property
     def sock(self):
-        """The connection (a transport.Transport; close() drops it without
-        DISCONNECT), None before connect()."""
-        return self._c.sock
+        """The connection's socket (close() drops it without DISCONNECT), None
+        before connect()."""
+        return self._c.sock if self._c else None
 
     def set_callback(self, f):
         self.cb = f
@@ -103,29 +102,38 @@ class MQTTClient:
 
     def connect(self, clean_session=True, timeout=None):
         """Connect; returns 1 when the server resumed the session, else 0."""
-        c = self._c
-        c.clean = clean_session
-        if c.s.version >= 5:  # a kept session needs an expiry on 5.0 [MQTT-3.1.2-23]
-            c.session_expiry = None if clean_session else 0xFFFFFFFF
-        c.keepalive = self.keepalive
-        if timeout is not None:
-            c.timeout_ms = int(timeout * 1000)
-        c.will = None
+        will = None
         if self.lw_topic:
             m = self.lw_msg
-            c.will = Will(self.lw_topic, m.encode() if type(m) is str else m, self.lw_qos,
-                          self.lw_retain)
+            will = (self.lw_topic, m.encode() if type(m) is str else m, self.lw_qos,
+                    self.lw_retain)
+        # The CONNECT is built with the client: a new one when what it carries
+        # changed (a kept session needs an expiry on 5.0 [MQTT-3.1.2-23]).
+        made = (self.keepalive, will, self.version == 5 and clean_session)
+        c = self._c
+        if c is None or made != self._made:
+            if c:
+                c.close()
+            c = self._c = _Client(self.client_id, self.server, self.port, self.version, self.user,
+                                  self.pswd, self.keepalive, self.ssl, clean_session,
+                                  will=will, reconnect=False, **self.sizes)
+            c.on_message = self._on_message
+            c.on_done = self._on_done
+            self._made = made
+        if timeout is not None:
+            c.timeout = int(timeout * 1000)
         self._q = []
         self._done = {}
-        return 1 if self._call(c.connect) else 0
+        return 1 if self._call(c.connect, clean_session) else 0
 
     def disconnect(self):
-        self._c.disconnect()
+        if self._c:
+            self._c.disconnect()
 
     def ping(self):
         """Send PINGREQ; wait_msg()/check_msg() take the PINGRESP."""
         self._live()
-        self._c._write(_PINGREQ, 0, 2)
+        self._c._send(_PINGREQ, 0, 2)
 
     def publish(self, topic, msg, retain=False, qos=0):
         self._live()
@@ -163,12 +171,12 @@ class MQTTClient:
         while True:
             t = self._step(-1)
             if t:
-                return None if t == PINGRESP else t << 4
+                return None if t == _PINGRESP else t << 4
 
     def check_msg(self):
         """wait_msg() without waiting: None when nothing has arrived."""
         t = self._step(0)
-        return None if not t or t == PINGRESP else t << 4
+        return None if not t or t == _PINGRESP else t << 4
 
     # ---- internals ---------------------------------------------------------------
 
@@ -179,7 +187,7 @@ class MQTTClient:
         self._done[pid] = reason
 
     def _live(self):
-        if not self._c.connected:
+        if not self._c or not self._c.connected:
             raise OSError(-1)
 
     def _call(self, fn, *args):
@@ -198,7 +206,7 @@ class MQTTClient:
         queued = len(q)
         t = self._call(self._c.poll, 0 if queued else timeout_ms)
         if queued and not t:
-            t = PUBLISH
+            t = _PUBLISH
         while q:
             topic, msg = q.pop(0)
             if self.cb:

@@ -8,7 +8,17 @@ try:
 except ImportError:
     const = int  # CPython
 
-from frugalmqtt.err import MQTTError  # noqa: F401  (re-exported)
+from frugalmqtt.err import MQTTError as _MQTTError
+
+
+class MQTTError(_MQTTError):
+    """The device's MQTTError, with the reference stack's constructor (a
+    reason code and an optional message); `except MQTTError` of either
+    catches it."""
+
+    def __init__(self, reason, msg=""):
+        super().__init__(reason, msg)
+        self.reason = reason
 
 # Control packet types (first byte >> 4)
 CONNECT = const(1)
