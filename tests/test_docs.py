@@ -67,6 +67,11 @@ _DIRECTIVE = re.compile(r"^(`{3,})\{py:(\w+)\}\s*(.*)$")
 
 
 
+# Keyword arguments a facade passes on to client.MQTTClient (`**sizes`).
+SIZING = ["max_packet", "tx_size", "slots", "slot_size", "inbound", "aliases_out", "aliases_in",
+          "alias_topic_max"]
+
+
 Entry = namedtuple("Entry", "kind module cls name args text")
 
 
@@ -132,15 +137,19 @@ def doc_params(args):
 
 def real_params(obj, bases=()):
     """[(name, default)] of obj's signature: `self` dropped, a (*args, **kw)
-    pass-through replaced by the base class's."""
+    pass-through replaced by the base class's, **sizes by the client's sizing."""
     params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
     kinds = [p.kind for p in params]
     if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
         return real_params(bases[0], bases[1:])
     out = []
+    client = inspect.signature(real("frugalmqtt.client", None, "MQTTClient")).parameters
     for p in params:
-        d = p.default
-        out.append((p.name, d.__name__ if inspect.isroutine(d) else d))
+        if p.kind == inspect.Parameter.VAR_KEYWORD:
+            out += [(n, client[n].default) for n in SIZING]
+        else:
+            d = p.default
+            out.append((p.name, d.__name__ if inspect.isroutine(d) else d))
     return out
 
 
