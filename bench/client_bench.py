@@ -363,6 +363,8 @@ def heap_args(profile):
     """The heap run of a frugalmqtt profile: script and its arguments."""
     if profile == "lite":  # its own script, as small as a device's main.py
         return ("heap_lite", N_HEAP)
+    if profile == "telemetry":  # the same script: Telemetry with an outbox
+        return ("heap_lite", N_HEAP, 5, "telem")
     return ("heap", profile, N_HEAP)
 
 
@@ -561,6 +563,14 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
             "%d B (%s); of it held at the end %s, the client object with its buffers %s"
             % (size, kb(size), kb(held), kb(built)),
             "≤ %d KB" % (target // 1024), size <= target)
+    label = "Smallest `-X heapsize` for the same run, telemetry profile (telem.Telemetry with " \
+            "an 8 KB outbox, slots=8, max_packet=128)"
+    if "telemetry" in heap:
+        size, _, built, held = heap["telemetry"]
+        row(label, "%d B (%s); of it held at the end %s, the client object with its buffers "
+            "and the outbox %s" % (size, kb(size), kb(held), kb(built)), "–", None)
+    else:
+        row(label, profiles.awaiting("telemetry"), "–", None)
     for profile, label in (("lite", "publish-only profile (lite.Publisher)"),
                            ("full", "full (also subscribed)")):
         size, _, built, held = heap[("rom", profile)]
@@ -707,6 +717,8 @@ def main():
             nodelay = measure_nodelay(mp)
             log("client_bench: smallest heap")
             heap = {p: measure_heap(mp, p, log) for p in ("lite", "pub", "full")}
+            if profiles.available("telemetry"):
+                heap["telemetry"] = measure_heap(mp, "telemetry", log)
             for p in ("lite", "full"):
                 heap[("rom", p)] = measure_heap(mp, p, log, rom=roms[ROM_OF[p]])
             log("client_bench: throughput")
