@@ -41,16 +41,18 @@ $(DEVICE_STAMP): requirements-device.txt pyproject.toml | $(PY)
 	$(call pip_install,requirements-device.txt)
 	touch $(DEVICE_STAMP)
 
+# openssl: the pipeline's TLS tests make their own CA with it.
 mosquitto:
-	@if [ -x $(MOSQUITTO_SBIN) ] || command -v mosquitto >/dev/null 2>&1; then \
+	@if { [ -x $(MOSQUITTO_SBIN) ] || command -v mosquitto >/dev/null 2>&1; } \
+	    && command -v openssl >/dev/null 2>&1; then \
 	  exit 0; \
 	fi; \
 	if [ "$$(id -u)" = 0 ]; then \
-	  echo "installing mosquitto + mosquitto-clients"; \
-	  apt-get update && apt-get install -y mosquitto mosquitto-clients; \
+	  echo "installing mosquitto + mosquitto-clients + openssl"; \
+	  apt-get update && apt-get install -y mosquitto mosquitto-clients openssl; \
 	else \
-	  echo "mosquitto is not installed; run:" >&2; \
-	  echo "  sudo apt-get update && sudo apt-get install -y mosquitto mosquitto-clients" >&2; \
+	  echo "mosquitto or openssl is not installed; run:" >&2; \
+	  echo "  sudo apt-get update && sudo apt-get install -y mosquitto mosquitto-clients openssl" >&2; \
 	  exit 1; \
 	fi
 
@@ -150,12 +152,12 @@ romfs:
 	$(PY) tools/romfs.py $(PROFILE)
 
 # Put the telemetry firmware on a board and tail it:
-#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=full] [CONFIG=path/config.json]
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=telemetry] [CONFIG=path/config.json]
 # (default boards/$(BOARD)/config.json; "$NAME" values come from the environment).
 # A running main.py is interrupted (Ctrl-C), so deploying again just works.
 PORT ?= /dev/ttyUSB0
 BOARD ?= esp32
-PROFILE ?= full
+PROFILE ?= telemetry
 CONFIG ?=
 .PHONY: deploy monitor
 deploy:

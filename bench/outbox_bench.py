@@ -41,6 +41,8 @@ def main():
             mp = cb.MP(micropython, build, "127.0.0.1", broker.port)
             _, lines = mp.run("outbox", "mem", tmp)
             imp, inst = int(cb.pick(lines, "import")[0]), int(cb.pick(lines, "instance")[0])
+            _, lines = mp.run("outbox", "telem", tmp)
+            telem = int(cb.pick(lines, "telem")[0])
             fill = {}
             for q in (1, 2):
                 _, lines = mp.run("outbox", "fill", tmp, q)
@@ -49,7 +51,7 @@ def main():
                     raise cb.BenchError("reload found %d of %d messages" % (back, n))
                 fill[q] = (n, us, reload_us)
             speed = {}
-            for ob in ("0", "1"):
+            for ob in ("0", "1", "2"):
                 runs = []
                 for _ in range(args.repeat):
                     _, lines = mp.run("outbox", "speed", tmp, args.n, ob)
@@ -64,14 +66,19 @@ def main():
         ("heap held by `import frugalmqtt.outbox` (.mpy %d B)" % sizes["outbox"], "%d B" % imp),
         ("heap of one Outbox (16 KB file) on a default session (8 x 256 B slots, 8 inbound)",
          "%d B" % inst),
+        ("heap held by importing the telemetry profile (telem, alias, lite, core, outbox, "
+         "liteprops; .mpy %d B)" % sum(sizes[m] for m in ("__init__", "err", "core", "lite",
+                                                         "liteprops", "alias", "outbox",
+                                                         "telem")), "%d B" % telem),
         ("48-byte QoS 1 / QoS 2 messages a 16 KB file holds (offline)",
          "%d / %d" % (fill[1][0], fill[2][0])),
         ("publish() into the outbox while offline, QoS 1 / QoS 2",
          "%d / %d us" % (fill[1][1], fill[2][1])),
         ("reopen and reload a full 16 KB outbox, QoS 1 / QoS 2",
          "%.1f / %.1f ms" % (fill[1][2] / 1000.0, fill[2][2] / 1000.0)),
-        ("QoS 1 msg/s to mosquitto, without / with outbox (median of %d x %d)"
-         % (args.repeat, args.n), "%d / %d" % (speed["0"], speed["1"])),
+        ("QoS 1 msg/s to mosquitto, client.MQTTClient without / with outbox, telem.Telemetry "
+         "with outbox (median of %d x %d)" % (args.repeat, args.n),
+         "%d / %d / %d" % (speed["0"], speed["1"], speed["2"])),
     ]
     table = "\n".join("| %s | %s |" % r for r in rows)
     out = ["# Outbox on the MicroPython unix port, %s" % datetime.date.today().isoformat(), "",
@@ -79,7 +86,8 @@ def main():
            "", "| Measurement | Result |", "|---|---|", table, "",
            "Every record is written with one write() per part and flushed (fsync on the "
            "unix port) before the packet goes out; the throughput cost is mostly those "
-           "fsyncs on this host's disk.", ""]
+           "fsyncs on this host's disk. Run on a shared, loaded machine (see the load "
+           "average): the lead may rerun it quiet.", ""]
     print("\n".join(out))
     if not args.no_write:
         cb.RESULTS.mkdir(parents=True, exist_ok=True)

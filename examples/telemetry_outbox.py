@@ -1,8 +1,10 @@
-# Telemetry that survives a reboot: every QoS 1 reading goes into an outbox
-# file before it is sent and leaves it when the broker has it. A device that
-# is reset (or loses power) resends what was unacknowledged when it starts
-# again; while the link is down, readings beyond the client's slots wait in
-# the file (publish() returns session.STORED) instead of blocking.
+# Telemetry that survives a reboot, on the telemetry profile
+# (frugalmqtt.telem.Telemetry: publish-only, outbound topic aliases, the
+# outbox): every QoS 1 reading goes into an outbox file before it is sent and
+# leaves it when the broker has it. A device that is reset (or loses power)
+# resends what was unacknowledged when it starts again; readings beyond the
+# client's slots wait in the file (publish() returns outbox.STORED) instead
+# of blocking.
 #
 #   .venv/bin/python examples/telemetry_outbox.py [HOST [PORT]]
 #   MICROPYPATH=firmware:.frozen .venv/bin/micropython examples/telemetry_outbox.py [HOST [PORT]]
@@ -10,9 +12,8 @@
 import sys
 import time
 
-from frugalmqtt.client import MQTTClient
-from frugalmqtt.outbox import Outbox
-from frugalmqtt import session
+from frugalmqtt.telem import Telemetry
+from frugalmqtt.outbox import Outbox, STORED
 
 BROKER = sys.argv[1] if len(sys.argv) > 1 else "broker.local"
 PORT = int(sys.argv[2]) if len(sys.argv) > 2 else 1883
@@ -24,15 +25,13 @@ TOPIC = b"examples/outbox/temp"
 def main():
     box = Outbox("outbox.bin", 16384)
     # clean=False: the broker keeps the session, so a reboot resumes it
-    c = MQTTClient("example-outbox", BROKER, port=PORT, version=5, clean=False, outbox=box)
-    c.ensure_connected()  # retries with backoff until the broker answers
-    print("resending %d stored readings" % c.s.pending())
+    c = Telemetry("example-outbox", BROKER, PORT, version=5, clean=False, outbox=box)
+    print("%d stored readings to resend" % (c.pending() + box.backlog))
+    c.connect()
     for n in range(READINGS):
-        r = c.publish(TOPIC, b"%d" % (20 + n), qos=1)
-        if r == session.STORED:
+        # a packet id, or STORED; OSError only when the file is full (not stored)
+        if c.publish(TOPIC, b"%d" % (20 + n), qos=1) == STORED:
             print("reading %d waits in the outbox" % n)
-        elif r == session.OUTBOX_FULL:
-            print("outbox full: reading %d not taken" % n)
         time.sleep(PERIOD_S)
         c.poll(0)
     c.flush(5000)

@@ -67,8 +67,8 @@ class Device(MQTTClient):
         MQTTClient.__init__(self, *args, **kw)
         self.writes = {}  # packet id -> PUBLISH writes
 
-    def _write(self, buf, off, n):
-        MQTTClient._write(self, buf, off, n)
+    def _send(self, buf, off, n):  # every packet the core writes
+        MQTTClient._send(self, buf, off, n)
         pid = publish_pid(buf, off)
         if pid:
             self.writes[pid] = self.writes.get(pid, 0) + 1
@@ -117,7 +117,7 @@ def telemetry(p, emit):
 
     c.on_done = on_done
     c.ensure_connected()
-    emit("connected", {"sp": c.s.session_present})
+    emit("connected", {"sp": bool(c.sp)})
     t_next = ticks_ms()
     for seq in range(n):
         t = now_ms()
@@ -140,7 +140,7 @@ def telemetry(p, emit):
         f = inflight[pid]
         emit("pending", {"seq": f[0], "pid": pid, "attempts": c.writes.get(pid, 0)})
     c.disconnect()
-    emit("end", {"flushed": flushed, "connects": c.connects, "sp": c.s.session_present})
+    emit("end", {"flushed": flushed, "connects": c.connects, "sp": bool(c.sp)})
 
 
 def _error(emit, where, e):
@@ -184,7 +184,7 @@ def edge(p, emit):
         except Exception as e:
             _error(emit, "poll", e)
             c.close()
-    emit("end", {"connects": c.connects, "connected": c.connected, "pending": c.s.pending(),
+    emit("end", {"connects": c.connects, "connected": c.connected, "pending": c.pending(),
                  "messages": counts["msg"], "done": counts["done"]})
     if c.sock:
         c.disconnect()

@@ -16,8 +16,8 @@ class ADevice(AMQTTClient):
         AMQTTClient.__init__(self, *args, **kw)
         self.writes = {}
 
-    def _write(self, buf, off, n):
-        AMQTTClient._write(self, buf, off, n)
+    def _send(self, buf, off, n):  # every packet the core writes
+        AMQTTClient._send(self, buf, off, n)
         pid = publish_pid(buf, off)
         if pid:
             self.writes[pid] = self.writes.get(pid, 0) + 1
@@ -69,7 +69,7 @@ async def telemetry(p, emit):
     for pid, f in list(inflight.items()):
         emit("pending", {"seq": f[0], "pid": pid, "attempts": c.writes.get(pid, 0)})
     await c.disconnect()
-    emit("end", {"flushed": flushed, "connects": c.connects, "sp": c.s.session_present})
+    emit("end", {"flushed": flushed, "connects": c.connects, "sp": bool(c.sp)})
 
 
 class _Loop:

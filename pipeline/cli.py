@@ -2,8 +2,12 @@
 Structured Streaming windows over collected files), gen (synthetic traces)."""
 import argparse
 import json
+import sys
+
+from . import broker
 
 EXIT_VIOLATIONS = 3  # the audit found a broken QoS 1/2 guarantee
+EXIT_USAGE = 2       # bad input: a broker that cannot be reached or refuses us, ...
 
 
 def main(argv=None):
@@ -19,27 +23,39 @@ def main(argv=None):
                    help="delivery this long after the expiry still counts as in time")
     a.add_argument("--no-plots", action="store_true", help="summary.json only, no HTML")
 
-    c = sub.add_parser("collect", help="subscribe and append received telemetry as Parquet")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=1883)
-    c.add_argument("--topic", default="#")
+    # Defaults in --help; no abbreviated options (--pass would be --password-file).
+    shown = dict(formatter_class=_ShowDefaults, allow_abbrev=False)
+    c = sub.add_parser("collect", help="subscribe and append received telemetry as Parquet",
+                       **shown)
+    broker.add_arguments(c)
+    c.add_argument("--topic", default="#", help="topic filter (QoS 1)")
     c.add_argument("--out", required=True, help="traces directory (writes run=<id>/received)")
-    c.add_argument("--run-id", default="live")
-    c.add_argument("--client-id", default="pipeline-collect")
+    c.add_argument("--run-id", default="live", help="the run=<id> folder written")
+    c.add_argument("--client-id", default="pipeline-collect",
+                   help="client id of the persistent session")
     c.add_argument("--batch", type=int, default=500, help="rows per Parquet file at most")
     c.add_argument("--idle-ms", type=int, default=200,
                    help="write the batch when nothing arrived for this long")
     c.add_argument("--max-age-ms", type=int, default=2000, help="write a batch this old")
     c.add_argument("--duration-s", type=float, default=0, help="stop after this (0: never)")
     c.add_argument("--count", type=int, default=0, help="stop after this many rows (0: never)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
-    s = sub.add_parser("stream", help="keep per-sensor windows current over collected files")
-    s.add_argument("--traces", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--master", default=None)
-    s.add_argument("--windows", default="1m,1h")
+    s = sub.add_parser("stream", help="keep per-sensor windows current over collected files "
+                       "or straight from the broker", **shown)
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--traces", help="read the files collected under this directory")
+    src.add_argument("--mqtt", metavar="HOST[:PORT]", type=broker.parse_address,
+                     help="read the broker (the `mqtt` source: at-least-once, persistent session)")
+    s.add_argument("--out", required=True, help="windows_<w>/ and _checkpoints/ go here")
+    s.add_argument("--master", default=None, help="Spark master (default local[*])")
+    s.add_argument("--windows", default="1m,1h", help="tumbling window widths")
     s.add_argument("--every-s", type=float, default=10, help="micro-batch interval")
     s.add_argument("--once", action="store_true", help="process what is there, then stop")
+    s.add_argument("--topic", default="#", help="with --mqtt: the topic filter")
+    s.add_argument("--client-id", default="pipeline-stream",
+                   help="with --mqtt: session id prefix (one session per window width)")
+    broker.add_arguments(s, address=False)
 
     g = sub.add_parser("gen", help="synthetic traces with known faults (for the benchmark)")
     g.add_argument("--out", required=True)
@@ -49,6 +65,16 @@ def main(argv=None):
 
     args = ap.parse_args(argv)
     return globals()["_" + args.cmd](args)
+
+
+class _ShowDefaults(argparse.HelpFormatter):
+    """--help shows an option's default where it has one."""
+
+    def _get_help_string(self, action):
+        if (not action.help or action.default in (None, False, argparse.SUPPRESS)
+                or "%(default)" in action.help):
+            return action.help
+        return action.help + " (default: %(default)s)"
 
 
 def _widths(text):
@@ -89,21 +115,40 @@ def _fmt(v):
 
 def _collect(args):
     from pipeline import collect
-    n = collect.Collector(args.host, args.port, args.topic, args.out, args.run_id,
-                          args.client_id, args.batch, args.idle_ms, args.max_age_ms).run(
-        args.duration_s, args.count)
+    try:
+        n = collect.Collector(broker.from_args(args), args.topic, args.out, args.run_id,
+                              args.client_id, args.batch, args.idle_ms, args.max_age_ms).run(
+            args.duration_s, args.count, progress=not args.no_progress)
+    except broker.BrokerError as e:
+        return _fail("collect", e)
     print("collected %d rows into %s" % (n, args.out))
     return 0
 
 
 def _stream(args):
     from pipeline import spark, stream
+    mqtt = None
+    if args.mqtt:
+        b = broker.from_args(args, *args.mqtt)
+        try:  # fail in one line before Spark starts (a session of its own: ours untouched)
+            check = b.client(args.client_id + "-check")
+            b.connect(check)
+            check.disconnect()
+        except broker.BrokerError as e:
+            return _fail("stream", e)
+        mqtt = (b, args.topic, args.client_id)
     s = spark.session(args.master)
     try:
-        stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once)
+        stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once,
+                   mqtt)
     finally:
         s.stop()
     return 0
+
+
+def _fail(cmd, error):
+    print("pipeline %s: %s" % (cmd, error), file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _gen(args):

@@ -1,5 +1,6 @@
-"""Spark Structured Streaming over the collected files: keeps the per-sensor
-tumbling windows current (the same definitions as the batch analytics).
+"""Spark Structured Streaming over the collected files, or straight from the
+broker (pipeline/mqtt_source.py): keeps the per-sensor tumbling windows
+current (the same definitions as the batch analytics).
 
 Each width gets a query whose complete result replaces OUT/windows_<w>/ after
 every micro-batch; its state lives in OUT/_checkpoints/ so a restart goes on
@@ -9,15 +10,18 @@ import os
 
 from host_sim import schema
 
-from . import analytics, traces
+from . import analytics, mqtt_source, traces
 
 
-def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, once=False):
-    rows = (spark.readStream.schema(schema.spark_schema(schema.RECEIVED))
-            .parquet(traces.runs(traces_dir) + "/received"))
-    tel = analytics.telemetry(rows)
+def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, once=False,
+        mqtt=None):
+    """Run the window queries until stopped (once: until what is there is
+    done); returns them. Reads the files under traces_dir, or, with
+    mqtt=(Broker, topic, client_id), the broker through the `mqtt` source:
+    one persistent session per width, client id `<client_id>-<width>`."""
     queries = []
     for w in widths:
+        tel = analytics.telemetry(_received(spark, traces_dir, mqtt, w))
         target = os.path.join(out, "windows_%s" % w)
 
         def replace(df, _batch, target=target):
@@ -34,3 +38,15 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, on
     finally:
         for q in queries:
             q.stop()
+    return queries
+
+
+def _received(spark, traces_dir, mqtt, width):
+    if mqtt is None:
+        return (spark.readStream.schema(schema.spark_schema(schema.RECEIVED))
+                .parquet(traces.runs(traces_dir) + "/received"))
+    broker, topic, client_id = mqtt
+    spark.dataSource.register(mqtt_source.MQTTDataSource)
+    return (spark.readStream.format("mqtt")
+            .options(**mqtt_source.options(broker, topic, "%s-%s" % (client_id, width)))
+            .load())

@@ -72,10 +72,10 @@ def port_dirs(tmp_path):
 
 
 @pytest.mark.parametrize("board", ["esp32", "rp2040"])
-def test_manifest_freezes_the_full_profile_app_and_board(board, port_dirs):
+def test_manifest_freezes_the_telemetry_profile_app_and_board(board, port_dirs):
     m = Manifest(port_dirs)
     m.include(str(REPO / "boards" / board / "manifest.py"))
-    expected = {"frugalmqtt/%s.py" % x for x in profiles.PROFILES["full"]}
+    expected = {"frugalmqtt/%s.py" % x for x in profiles.PROFILES["telemetry"]}
     expected |= {"%s.py" % x for x in profiles.APP} | {"board.py"}
     assert set(m.frozen) == expected
     for target, source in m.frozen.items():

@@ -189,6 +189,9 @@ def instances(tmp_path):
         from frugalmqtt import simple
         out["MQTTClient"].append(simple.MQTTClient("doc", "localhost"))
         out["MQTTException"] = [simple.MQTTException(5)]
+    if "frugalmqtt.telem" in READY:
+        from frugalmqtt.telem import Telemetry
+        out["Telemetry"] = [Telemetry("doc", "localhost")]
     if "frugalmqtt.aclient" in READY:
         from frugalmqtt.aclient import AMQTTClient
         out["AMQTTClient"] = [AMQTTClient("doc", "localhost")]

@@ -171,6 +171,35 @@ def test_readings_taken_offline_arrive_after_the_broker_comes_back(tmp_path, mos
     assert "0 dropped" in out
 
 
+def test_outbox_keeps_offline_readings_beyond_the_slots_across_a_reset(tmp_path, mosquitto):
+    """With "outbox" in the config (the telemetry profile's Outbox), 2 slots
+    and the broker down, 6 readings are taken: 2 take the slots, 4 wait in
+    the file, none is dropped; the firmware stops (a reset: all RAM state
+    gone). Started again with the broker up, it reloads the file and every
+    reading arrives, in order."""
+    broker = mosquitto("persistence true")
+    sub = PahoSubscriber(broker, "sensors/unix-1/temp", version=5, qos=1, persistent=True)
+    try:
+        broker.stop()  # saves the subscriber's session
+        cfg = config(broker, samples=6, period_ms=50, status_every=0, sensors=["sim_temp"],
+                     session={"slots": 2}, outbox={"path": "outbox.bin", "size": 4096})
+        rc, out = run_firmware(tmp_path, cfg)
+        assert rc == 0 and out.count("mqtt: connect failed") == 6, out
+        assert "0 dropped" in out, out
+        broker.start()
+        rc, out = run_firmware(tmp_path, dict(cfg, samples=2))
+        assert rc == 0 and "0 dropped" in out, out
+        msgs = sub.wait(lambda ms: len(set(m.payload for m in ms)) >= 8, "8 readings")
+    finally:
+        sub.stop()
+    seqs = []
+    for m in msgs:
+        n = schema.decode_payload(m.payload)[1]
+        if n not in seqs:
+            seqs.append(n)
+    assert seqs == list(range(8)), seqs
+
+
 def test_firmware_over_tls_verifies_the_broker(tmp_path, mosquitto, certs):
     port = free_port()
     broker = mosquitto(*tls_listener(port, certs))

@@ -11,27 +11,31 @@ import pytest
 from hostkit import PahoSubscriber, micropython_binary
 from outbox_reboot import Device, reboot_run, receive_run
 
-STORED = -5  # frugalmqtt.session.STORED
+STORED = -5  # frugalmqtt.outbox.STORED
 
 
-def test_device_reboot_sigkill_loses_nothing(mosquitto, tmp_path):
+@pytest.mark.parametrize("driver", ["client", "telem"])
+def test_device_reboot_sigkill_loses_nothing(driver, mosquitto, tmp_path):
     # 6 SIGKILLs at seeded random moments (a fifth of them during start-up)
     # while publishing QoS 1 and QoS 2 as fast as the device can; each
-    # restart reloads the outbox and resumes the persistent session. Every
+    # restart reloads the outbox and resumes the persistent session (the full
+    # client, and the telemetry profile's publish-only driver). Every
     # message whose publish() returned arrives, QoS 2 exactly once; nothing
     # arrives that the device did not publish.
     micropython_binary()
     broker = mosquitto()
     stats = reboot_run(broker, lambda t: PahoSubscriber(broker, t, persistent=True),
-                       tmp_path / "outbox.bin", kills=6, seed=20261123, tail=60)
+                       tmp_path / "outbox.bin", kills=6, seed=20261123, tail=60, driver=driver)
     print(json.dumps({k: v for k, v in stats.items() if not isinstance(v, list) or k ==
                       "kill_points"}))
     assert stats["missing"] == [], stats["missing"][:20]
     assert stats["qos2_dups"] == [], stats["qos2_dups"][:20]
     assert stats["unknown"] == [], stats["unknown"][:20]
     assert stats["accepted"] >= 60 + 6 and stats["qos2_accepted"] >= stats["accepted"] // 2 - 1
-    assert sum(1 for k in stats["kill_points"][:-1] if k) >= 3  # most kills hit a publishing run
-    assert stats["reloaded_runs"] >= 3  # restarts found unacknowledged messages in the outbox
+    assert sum(1 for k in stats["kill_points"][:-1] if k) >= 3, stats  # most kills hit a publishing run
+    # restarts found unacknowledged messages in the outbox (the device reads
+    # acks after bursts of 8: a kill finds some in flight or in the backlog)
+    assert stats["reloaded_runs"] >= 3, stats
 
 
 def test_device_reboot_inbound_qos2_never_delivered_twice(mosquitto, tmp_path):
@@ -137,9 +141,8 @@ def test_asyncio_client_takes_an_outbox(mosquitto, tmp_path):
         for q in (1, 2):  # in order per QoS (mosquitto forwards QoS 2 at PUBREL)
             assert [m.payload for m in msgs if m.qos == q] == [b"%d" % k for k in range(8)
                                                                if 1 + k % 2 == q], msgs
-        from frugalmqtt.outbox import Outbox
-        from frugalmqtt_host.ref.session import Session
-        s = Session("x", lambda b, o, n: None, 5, slots=2)
+        from frugalmqtt.session import Session
+        s = Session("x", 5, slots=2)
         ob = Outbox(path, 4096)
         ob.attach(s)
         assert s.pending() == 0 and ob.backlog == 0

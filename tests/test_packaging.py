@@ -33,7 +33,9 @@ def module_imports(name):
 
 
 def closure(*roots):
-    seen, todo = {"__init__"}, list(roots)
+    """What roots import, with the package and err (where applications import
+    the exceptions from: in every profile)."""
+    seen, todo = set(), ["__init__", "err"] + list(roots)
     while todo:
         m = todo.pop()
         if m not in seen:
@@ -70,8 +72,10 @@ def test_each_profile_is_the_import_closure_of_its_entry_modules():
     assert set(profiles.PROFILES["umqtt"]) == closure("simple")
     for p in profiles.PROFILES.values():
         assert "_cpython" not in p and p[0] == "__init__" and len(set(p)) == len(p)
-    # the publish-only profile holds no receiving, aliases or property parsing
+    # the publish-only profile holds no receiving, aliases or property parsing,
+    # the telemetry profile none of the full client's parts
     assert not {"recv", "alias", "props", "client"} & set(profiles.PROFILES["lite"])
+    assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
 
 
 def test_a_new_import_changes_the_profile(tmp_path, monkeypatch):
@@ -85,9 +89,18 @@ def test_a_new_import_changes_the_profile(tmp_path, monkeypatch):
     (pkg / "b.py").write_text("def f():\n    from . import c\n")
     (pkg / "c.py").write_text("from .gone import y\n")
     monkeypatch.setattr(profiles, "PACKAGE_DIR", pkg)
-    assert profiles.closure(["a"]) == ["__init__", "gone", "c", "b", "a"]
+    (pkg / "err.py").write_text("")
+    assert profiles.closure(["a"]) == ["__init__", "err", "gone", "c", "b", "a"]
     monkeypatch.setitem(profiles.PROFILES, "t", profiles.closure(["a"]))
     assert profiles.awaiting("t") == "awaiting gone.py" and "t" not in profiles.ready()
+
+
+def test_telemetry_profile_holds_what_its_driver_and_the_outbox_import():
+    # frugalmqtt.telem.Telemetry, the outbox, liteprops (the firmware's properties)
+    # err: where applications import the exceptions from (the core defines them)
+    assert set(profiles.PROFILES["telemetry"]) == closure("telem") | closure("outbox") | closure(
+        "liteprops") | {"__init__", "err"}
+    assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
 
 
 def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):

@@ -81,7 +81,7 @@ def run_at(micropython, dest, profile, size):
     return ok, why, lines
 
 
-def config(port, samples, profile="full"):
+def config(port, samples, profile="telemetry"):
     cfg = {"client_id": "heap-1", "wifi": {"ssid": "lab", "password": "pw"},
            "broker": {"host": "127.0.0.1", "port": port, "keepalive": 60},
            "qos": 1, "period_ms": 5, "samples": samples, "status_every": 50,
@@ -106,8 +106,8 @@ def measure(samples=200, which=None, step=cb.HEAP_STEP, log=print):
                 if not profiles.available(p):
                     log("heap %s: skipped, %s" % (p, profiles.awaiting(p)))
                     continue
-                if "client" not in profiles.PROFILES[p]:
-                    log("heap %s: skipped, the telemetry firmware needs frugalmqtt.client" % p)
+                if "telem" not in profiles.PROFILES[p]:
+                    log("heap %s: skipped, the telemetry firmware needs frugalmqtt.telem" % p)
                     continue
                 dest = tmp / ("board-" + p)
                 layout(dest, build, p, config(broker.port, samples, p))

@@ -35,6 +35,10 @@ ENTRIES = {
     "umqtt": ["simple"],                  # the umqtt.simple facade over client
 }
 
+# In every profile: the package, and err, where applications import the
+# exceptions from (the core defines them, err re-exports them).
+ALWAYS = ["__init__", "err"]
+
 # What MicroPython has built in, stood in for CPython: never on a device.
 HOST_ONLY = {"_cpython"}
 
@@ -53,10 +57,10 @@ def imports(module):
 
 
 def closure(entries):
-    """The package modules `entries` need, in a stable order: __init__ first,
-    then each module before those that import it. A module not in the tree
-    is listed (the tools report it missing) but not followed."""
-    order, seen = ["__init__"], {"__init__"}
+    """The package modules `entries` (and ALWAYS) need, in a stable order:
+    each module before those that import it. A module not in the tree is
+    listed (the tools report it missing) but not followed."""
+    order, seen = [], set()
 
     def visit(m):
         if m in seen:
@@ -67,7 +71,7 @@ def closure(entries):
                 visit(dep)
         order.append(m)
 
-    for e in entries:
+    for e in ALWAYS + entries:
         visit(e)
     return order
 

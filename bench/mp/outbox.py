@@ -1,13 +1,16 @@
 # Outbox measurements on the MicroPython unix port (run by bench/outbox_bench.py):
 #   micropython -m outbox HOST PORT CASE DIR
 # CASE mem: heap of `import frugalmqtt.outbox` after the client, and of one
-#   Outbox (16 KB file) attached to a default-sized session.Session (the full
-#   client's engine without a driver: nothing connects).
+#   Outbox (16 KB file) attached to a default-sized session.Session (the
+#   client's engine).
+# CASE telem: heap of importing the telemetry profile (telem.Telemetry, the
+#   outbox, liteprops) in a fresh process.
 # CASE fill QOS: offline, publish 48-byte PUBLISHes into a fresh 16 KB outbox
 #   until OUTBOX_FULL: how many fit, microseconds per publish(); then the time
 #   to reopen and reload the full file.
 # CASE speed N OB: N QoS 1 publishes to the broker and flush, with (OB 1) or
-#   without (0) an outbox; messages per second.
+#   without (0) an outbox, client.MQTTClient; OB 2: telem.Telemetry with an
+#   outbox; messages per second.
 import gc
 import sys
 import time
@@ -29,7 +32,7 @@ def path(name):
 
 
 if case == "mem":
-    from frugalmqtt.client import MQTTClient
+    from frugalmqtt.client import MQTTClient  # noqa: F401  (the baseline)
     from frugalmqtt.session import Session
     gc.collect()
     a = gc.mem_alloc()
@@ -44,6 +47,14 @@ if case == "mem":
     gc.collect()
     print("@@ import", b - a)
     print("@@ instance", gc.mem_alloc() - c)
+elif case == "telem":
+    gc.collect()
+    a = gc.mem_alloc()
+    from frugalmqtt.telem import Telemetry  # noqa: F401
+    from frugalmqtt.outbox import Outbox  # noqa: F401
+    from frugalmqtt.liteprops import props  # noqa: F401
+    gc.collect()
+    print("@@ telem", gc.mem_alloc() - a)
 elif case == "fill":
     from frugalmqtt.outbox import Outbox, OUTBOX_FULL
     from frugalmqtt.session import Session
@@ -67,8 +78,12 @@ elif case == "speed":
     from frugalmqtt.client import MQTTClient
     from frugalmqtt.outbox import Outbox
     n = int(sys.argv[5])
-    ob = Outbox(path("speed.bin"), SIZE) if sys.argv[6] == "1" else None
-    c = MQTTClient("bench-ob%s" % sys.argv[6], host, port, outbox=ob)
+    ob = Outbox(path("speed.bin"), SIZE) if sys.argv[6] != "0" else None
+    if sys.argv[6] == "2":
+        from frugalmqtt.telem import Telemetry
+        c = Telemetry("bench-ob2", host, port, slots=8, max_packet=256, outbox=ob)
+    else:
+        c = MQTTClient("bench-ob%s" % sys.argv[6], host, port, outbox=ob)
     c.connect()
     t0 = time.ticks_ms()
     for i in range(n):

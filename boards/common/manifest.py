@@ -2,11 +2,11 @@
 # install profile of tools/profiles.py (the same lists `make size`, mip and
 # tools/deploy.py use), and the telemetry firmware's modules. Included by
 # boards/<board>/manifest.py as
-#     include("../common/manifest.py", profile="full", app=True)
+#     include("../common/manifest.py", profile="telemetry", app=True)
 # Paths are relative to this file (the manifest tool runs it from here).
 import os
 
-options.defaults(profile="full", app=True)
+options.defaults(profile="telemetry", app=True)
 _profiles = {"__name__": "profiles", "__file__": os.path.abspath("../../tools/profiles.py")}
 with open(_profiles["__file__"]) as _f:
     exec(_f.read(), _profiles)

@@ -6,16 +6,20 @@
 # client.poll() (keep-alive and acks go on) or deep-sleeps (sleep: "deep";
 # the sequence number survives in the board's state store).
 #
-# Offline: the link is tried once per sample; while it is down QoS 1/2
-# readings wait in the session's slots (resent after reconnect) and QoS 0
-# readings are dropped and counted. With "outbox" in the config, the client
-# gets frugalmqtt.outbox.Outbox for buffering beyond the slots.
+# The client is the telemetry profile, frugalmqtt.telem.Telemetry
+# (publish-only, with outbound topic aliases and, with "outbox" in the
+# config, frugalmqtt.outbox.Outbox: readings survive a reset and wait in a
+# file beyond the slots). Offline: the link is tried once per sample; while
+# it is down QoS 1/2 readings wait in the slots (and the outbox's file),
+# resent after reconnect, and QoS 0 readings are dropped and counted; so is
+# a reading that finds no room.
 #
 # The same code runs on ESP32, Pico W and the unix port: everything
 # board-specific is in the `board` module (boards/<name>/board.py).
 import gc
 import json
 import sys
+from errno import ETIMEDOUT
 
 try:
     from time import ticks_ms, ticks_diff, sleep_ms, time_ns, gmtime
@@ -102,6 +106,7 @@ class Telemetry:
         self.save_seq = getattr(board, "save_seq", save_seq)
         self.seq = self.load_seq()
         self.dropped = 0  # readings that found no room (QoS 0 offline, slots full)
+        self.connects = 0
         self.boot = ticks_ms()
         import sensors
         self.sensors = sensors.make(cfg.get("sensors") or board.SENSORS)
@@ -113,36 +118,32 @@ class Telemetry:
         self.props = [self._props(s.unit) for s in self.sensors]  # built once, reused
         self.status_props = self._props(None)
         self.client = self._client()
-        from frugalmqtt import client
-        # publish() results that mean "no room": WINDOW_FULL, and OUTBOX_FULL
-        # with an outbox (whose STORED means buffered in the file, not lost)
-        self.full = (client.WINDOW_FULL, getattr(client, "OUTBOX_FULL", client.WINDOW_FULL))
 
     def _props(self, unit):
         if self.version < 5:
             return None
-        from frugalmqtt import props as P
-        p = [(P.CONTENT_TYPE, CONTENT_TYPE)]
-        if self.cfg.get("expiry_s"):
-            p.append((P.MESSAGE_EXPIRY, self.cfg["expiry_s"]))
-        if unit:
-            p.append((P.USER_PROPERTY, ("unit", unit)))
-        return P.build(p)
+        from frugalmqtt.liteprops import props
+        return props(content_type=CONTENT_TYPE, expiry=self.cfg.get("expiry_s") or None,
+                     user=(("unit", unit),) if unit else ())
 
     def _client(self):
-        from frugalmqtt.client import MQTTClient
+        from frugalmqtt.telem import Telemetry
         b = self.cfg["broker"]
-        kw = dict(self.board.SESSION)  # slots, slot_size, ... sized for the board
-        kw.update(self.cfg.get("session", {}))
+        s = dict(self.board.SESSION)  # slots, slot_size, ... sized for the board
+        s.update(self.cfg.get("session", {}))
+        # a publisher receives only acks: the receiving sizes (max_packet,
+        # inbound, aliases_in) of the full client do not apply
+        kw = {"slots": s.get("slots", 4), "max_packet": s.get("slot_size", 256),
+              "tx_size": s.get("tx_size", 0), "rx_size": s.get("rx_size", 64),
+              "aliases_out": s.get("aliases_out", 4)}
         o = self.cfg.get("outbox")
         if o:
             from frugalmqtt.outbox import Outbox
             kw["outbox"] = Outbox(o["path"], o["size"])
-        return MQTTClient(self.dev, b["host"], b.get("port", 0), self.version,
-                          user=b.get("user"), password=b.get("password"),
-                          keepalive=b.get("keepalive", 60), ssl=tls_context(self.cfg.get("tls")),
-                          clean=b.get("clean", False), reconnect=False,
-                          timeout_ms=b.get("timeout_ms", 5000), **kw)
+        return Telemetry(self.dev, b["host"], b.get("port", 0), self.version,
+                         user=b.get("user"), password=b.get("password"),
+                         keepalive=b.get("keepalive", 60), ssl=tls_context(self.cfg.get("tls")),
+                         clean=b.get("clean", False), timeout_ms=b.get("timeout_ms", 5000), **kw)
 
     # ---- the link ---------------------------------------------------------
 
@@ -153,6 +154,7 @@ class Telemetry:
             return True
         try:
             present = c.connect()
+            self.connects += 1
             self.log("mqtt: connected to %s:%d (session present: %s)" % (
                 c.server, c.port, present))
             return True
@@ -179,9 +181,16 @@ class Telemetry:
         if self.qos == 0 and not c.connected:
             self.dropped += 1
             return
-        pid = self._guard(c.publish, topic, data, self.qos, False, props, 0)
-        if pid in self.full:  # every slot holds a message (and the outbox, if any, is full)
-            self.dropped += 1
+        try:
+            c.publish(topic, data, self.qos, False, props, 0)  # a packet id, or outbox.STORED
+        except Exception as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            self.dropped += 1  # not stored
+            if c.connected and isinstance(e, OSError) and e.errno == ETIMEDOUT:
+                return  # no room: every slot (and the outbox's file) is full
+            self.log("mqtt: link lost: %r" % (e,))
+            c.close()
 
     def sample(self):
         ts = epoch_ms()
@@ -201,7 +210,7 @@ class Telemetry:
         text = ('{"dev":%s,"seq":%d,"ts":%d,"uptime_s":%d,"heap_free":%d,"heap_used":%d,'
                 '"connects":%d,"dropped":%d,"board":%s}' % (
                     json.dumps(self.dev), self.seq, epoch_ms(), up, gc.mem_free(),
-                    gc.mem_alloc(), self.client.connects, self.dropped,
+                    gc.mem_alloc(), self.connects, self.dropped,
                     json.dumps(self.board.NAME)))
         self.log("status: " + text)
         self.publish(self.status_topic, text.encode(), self.status_props)

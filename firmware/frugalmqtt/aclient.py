@@ -1,68 +1,63 @@
-# The asyncio client: the same Session as the blocking client, driven by two
-# tasks per connection (a reader and a keep-alive pinger) under MicroPython's
-# `asyncio` or CPython's asyncio; the same code runs on both.
+# The asyncio client: the core (core.py) with receiving (recv.Receiver) and
+# outbound aliases (alias.Aliases), driven by two tasks per connection (a
+# reader and a keep-alive pinger) under MicroPython's `asyncio` or CPython's
+# asyncio; the same code runs on both. Reconnects with bounded exponential
+# backoff and subscribes again when the server kept no session.
 #
-# Waiting for the socket. The socket stays the non-blocking transport.Transport
-# (TCP or TLS); the reader waits for it to become readable and then drains
-# every complete packet with Framer.read_packet (no StreamReader, no copies):
+# Reading. The socket is non-blocking; the reader waits until it is readable,
+# then frames packets straight into the core's rx with what the socket has:
+# a packet split across TCP segments is finished at the next wake-up (the
+# framing state stays in the client), never by blocking the loop. Waiting:
 # - MicroPython: `yield asyncio.core._io_queue.queue_read(sock)`, the idiom of
 #   asyncio's own Stream.read: the task sleeps in the event loop's poll().
-# - CPython: loop.add_reader(fd) resolving a future (selector event loops;
+# - CPython: loop.add_reader(fd) resolving a future (selector event loops,
 #   the default on Linux and macOS).
-# While idle the reader sleeps in poll() and the pinger in sleep_ms until the
-# keep-alive deadline (session.next_timeout()): no wake-ups, no allocations.
-# Per burst of received packets MicroPython's IOQueue allocates a small list
-# to register the wait; the session's dispatch itself allocates nothing.
+# While idle the reader sleeps in poll() and the pinger until the keep-alive
+# deadline (core.tick()): no wake-ups, no allocations. On MicroPython each
+# wait for readability allocates a generator (_readable) and IOQueue's entry
+# for the socket (a 3-item list in its map): 192 B a wait on the 64-bit unix
+# port (tests/test_aclient_mosquitto.py measures it); the packets read at a wake-up
+# are framed and dispatched without allocating (a packet split across reads
+# takes one memoryview for its rest).
 #
-# Blocking parts: opening a connection (DNS, TCP connect, TLS handshake) blocks
-# the loop for up to timeout_ms, as transport.Transport does; a write blocks
-# only while the socket's send buffer is full.
-import sys
+# Blocking parts: opening a connection (DNS, TCP connect, TLS handshake)
+# blocks the loop for up to timeout_ms; a write blocks only while the
+# socket's send buffer is full (up to timeout_ms).
+import socket
+import select
+import errno
 import asyncio
+from sys import implementation
+from .core import Core, FULL, ticks_ms
+from .recv import Receiver
+from .alias import Aliases
 
-from .session import ServerError, WINDOW_FULL, OUTBOX_FULL
-from .codec import MQTTError
-from .base import ClientBase
-
-_MP = sys.implementation.name == "micropython"
+_MP = implementation.name == "micropython"
 
 if _MP:
     from asyncio import core as _core
 
-    def _readable(t):
+    def _readable(link):
         # Looked up on each call: asyncio.new_event_loop() replaces _io_queue.
-        yield _core._io_queue.queue_read(t.sock)
-
-    def _unwatch(t):
-        pass  # cancelling the waiting task took it off the IOQueue
+        yield _core._io_queue.queue_read(link.sock)
 
     _sleep_ms = asyncio.sleep_ms
     _wait_for_ms = asyncio.wait_for_ms
 else:
-    async def _readable(t):
-        try:
-            if t.sock.pending():  # TLS: bytes already decrypted
-                return
-        except AttributeError:
-            pass
+    from ._cpython import Stream
+
+    async def _readable(link):
         loop = asyncio.get_running_loop()
         f = loop.create_future()
-        fd = t.sock.fileno()
-        loop.add_reader(fd, _resolve, f)
+        loop.add_reader(link.fd, _resolve, f)
         try:
             await f
-        finally:
-            if t.sock.fileno() == fd:  # a closed socket was already unwatched
-                loop.remove_reader(fd)
+        finally:  # also for a closed socket: the selector forgets its fd
+            loop.remove_reader(link.fd)
 
     def _resolve(f):
         if not f.done():
             f.set_result(None)
-
-    def _unwatch(t):
-        fd = t.sock.fileno()
-        if fd >= 0:
-            asyncio.get_running_loop().remove_reader(fd)
 
     def _sleep_ms(ms):
         return asyncio.sleep(ms / 1000)
@@ -70,42 +65,159 @@ else:
     def _wait_for_ms(aw, ms):
         return asyncio.wait_for(aw, ms / 1000)
 
-_NET_ERRORS = (OSError, MQTTError, ServerError, EOFError)
+
+def _again(e):
+    """The socket would block: EAGAIN (Linux, lwIP), EWOULDBLOCK (BSD),
+    EINPROGRESS (lwIP); CPython TLS: SSLWantReadError/SSLWantWriteError."""
+    return e.args and e.args[0] in (11, 35, 115) or type(e).__name__.startswith("SSLWant")
 
 
-class AMQTTClient(ClientBase):
+class _Link:
+    """One connection's non-blocking socket, as the core writes to it
+    (write(buf, off, n) -> bytes taken, waiting while the send buffer is
+    full) and the reader reads it (None: nothing now). Closing it, whoever
+    does (the core on a failed write or a protocol error, the application),
+    ends the connection in the client first."""
+
+    def __init__(self, client, sock, ms):
+        self.c = client
+        self.sock = sock  # what the event loop waits on
+        self.st = sock if _MP else Stream(sock, None)  # readinto/write/close
+        self.fd = -1 if _MP else sock.fileno()
+        self.ms = ms
+        self.wp = select.poll()
+        self.wp.register(sock, select.POLLOUT)
+
+    def write(self, b, o, n):
+        while True:
+            try:
+                k = self.st.write(b, o, n)
+            except OSError as e:
+                if not _again(e):
+                    raise
+                k = None
+            if k:
+                return k
+            if k == 0:
+                raise OSError(errno.ECONNRESET)
+            if _MP:  # the send buffer is full: wait for room
+                for _ in self.wp.ipoll(self.ms):
+                    break
+                else:
+                    raise OSError(errno.ETIMEDOUT)
+            elif not self.wp.poll(self.ms):
+                raise OSError(errno.ETIMEDOUT)
+
+    def read(self, b, n):
+        try:
+            k = self.st.readinto(b, n)
+        except OSError as e:
+            if _again(e):
+                return None
+            raise
+        if k == 0:
+            raise OSError(errno.ECONNRESET)  # the server closed the connection
+        return k
+
+    def close(self):
+        c = self.c
+        if c:
+            self.c = None
+            c._down(self)
+            self.st.close()
+
+
+class AMQTTClient(Receiver, Aliases, Core):
     """An asyncio MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
-    Arguments as client.MQTTClient: client_id, server, port, version, user,
-    password, keepalive (s), ssl (an SSLContext), clean, session_expiry,
-    will (control.Will), connect_props, reconnect, backoff_ms=(min, max),
-    timeout_ms (connect and CONNACK), and the Session sizes.
+    Arguments and sizes as client.MQTTClient: client_id, server, port,
+    version, user, password, keepalive (s), ssl (an SSLContext), clean,
+    session_expiry, will ((topic, payload, qos, retain[, props]), e.g.
+    client.Will()), connect_props, reconnect, backoff_ms=(min, max),
+    timeout_ms (connect, CONNACK, a full send buffer), clock, outbox,
+    max_packet, tx_size, slots, slot_size, inbound, aliases_out, aliases_in,
+    alias_topic_max.
 
     After a successful connect() a lost connection is re-established in the
     background (reconnect=True) with exponential backoff from backoff_ms[0]
-    to backoff_ms[1] before each attempt, resuming the session: stored QoS 1/2
-    messages are resent by the session. With reconnect=False the waiting
-    methods raise OSError once the connection is gone.
+    to backoff_ms[1] before each attempt: stored QoS 1/2 messages are resent
+    by the core, and the subscriptions are made again when the server kept
+    no session. With reconnect=False the waiting methods raise OSError once
+    the connection is gone.
 
     Callbacks (plain functions, called in the reader task): on_message(msg)
-    with the reused session.Message (valid during the call), on_done(pid,
+    with the reused recv.Message (valid during the call), on_done(pid,
     reason) when a QoS 1/2 flow ends, on_connect(session_present) after each
     successful connect or reconnect. Or iterate: `async for topic, payload,
     retained in client.messages()` (copies; see messages()).
     """
 
-    def __init__(self, *args, **kw):  # the arguments of client.MQTTClient
-        ClientBase.__init__(self, *args, **kw)
-        self.on_connect = None
-        self._evt = asyncio.Event()  # set on every change waiters may look for
-        self._rtask = None  # reader of the current connection
-        self._ptask = None  # keep-alive pinger of the current connection
-        self._rctask = None  # background reconnect loop
-        self._closing = False  # the application disconnected: no reconnect
-        self._live = None  # the connection that got CONNACK
-        self.callback_error = None  # last exception raised by on_connect
+    def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
+                 keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
+                 connect_props=None, reconnect=True, backoff_ms=(250, 30000),
+                 timeout_ms=10000, clock=ticks_ms, outbox=None, max_packet=1024, tx_size=512,
+                 slots=8, slot_size=256, inbound=8, aliases_out=8, aliases_in=4,
+                 alias_topic_max=64):
+        self._cb = None  # the application's on_message (see the property)
         self._q = None  # messages() queue of (topic, payload, retained)
         self._qmax = 0
+        self._deliver = self._queue  # bound once: the reader allocates nothing per message
+        self.rinit(inbound, aliases_in, alias_topic_max)
+        p = b""
+        if version == 5:
+            p = self.rprops()
+            if connect_props:
+                if type(connect_props) is not bytes:
+                    from .props import build
+                    connect_props = build(connect_props, 1)
+                p += connect_props
+        Core.__init__(self, client_id, version, user, password, keepalive, clean, session_expiry,
+                      will, slot_size, slots, max_packet, clock, tx_size, p)
+        if version == 5:
+            self.ainit(aliases_out)
+        self.server = server
+        self.port = port or (8883 if ssl else 1883)
+        self.ssl = ssl
+        self.timeout = timeout_ms
+        self.reconnect = reconnect
+        self.backoff_min, self.backoff_max = backoff_ms
+        self.connects = 0  # successful connects so far
+        self.last_error = None  # why the last (re)connect attempt failed
+        self.subscriptions = []  # (filter, options, props) to make again without a session
+        self.on_connect = None
+        self._evt = asyncio.Event()  # set on every change waiters may look for
+        self._link = None  # the open connection (_Link)
+        self._live = None  # ... once its CONNACK came
+        self._rtask = None  # its reader
+        self._ptask = None  # its keep-alive pinger
+        self._rctask = None  # the background reconnect loop
+        self._closing = False  # the application closed: no reconnect
+        # framing the packet being read: header bytes seen (0: none), its
+        # remaining length so far and the shift of its next byte, body bytes
+        # wanted (-1: in the header) and read
+        self._hn = 0
+        self._rl = 0
+        self._sh = 0
+        self._need = -1
+        self._got = 0
+        self._b1 = bytearray(1)  # a length byte after the first two
+        if outbox:
+            outbox.attach(self)  # reloads what the last run left unacknowledged
+
+    # Receiver calls self.on_message for each message; with messages() in use
+    # that is _queue, which also calls the application's.
+    def _get_cb(self):
+        return self._cb if self._q is None else self._deliver
+
+    def _set_cb(self, f):
+        self._cb = f
+
+    on_message = property(_get_cb, _set_cb)
+
+    @property
+    def connected(self):
+        """The server accepted our CONNECT on the open connection."""
+        return self.up
 
     # ---- connection -------------------------------------------------------------
 
@@ -119,57 +231,82 @@ class AMQTTClient(ClientBase):
         self.close()  # an earlier connection, without reconnecting
         self._closing = False
         await self._up()
-        return bool(self.s.session_present)
+        return bool(self.sp)
+
+    def _open(self):
+        """Open the socket (blocking up to timeout_ms), make it non-blocking
+        and send CONNECT."""
+        ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0][-1]
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout / 1000)
+            s.connect(ai)
+            try:  # every packet leaves in one write: Nagle must not hold it
+                s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
+            except OSError:
+                pass  # a port without TCP_NODELAY
+            if self.ssl:
+                s = self.ssl.wrap_socket(s, server_hostname=self.server)
+            s.setblocking(False)
+        except BaseException:
+            s.close()
+            raise
+        link = self._link = _Link(self, s, self.timeout)
+        self._hn = 0
+        self._need = -1
+        self.begin(link, self.clean)  # a failed write closes the link
+        return link
 
     async def _up(self):
         self.last_error = None
-        self._open()
-        t = self.sock
-        self._rtask = asyncio.create_task(self._reader(t))
+        link = self._open()
+        self._rtask = asyncio.create_task(self._reader(link))
         try:
-            await _wait_for_ms(self._until_connack(t), self.timeout_ms)
+            await _wait_for_ms(self._until_connack(link), self.timeout)
         except asyncio.TimeoutError:
-            self._down(t)
-            raise OSError("no CONNACK")
+            self._drop(link)
+            raise OSError(errno.ETIMEDOUT)  # no CONNACK
         except BaseException:
-            self._down(t)
+            self._drop(link)
             raise
         self.connects += 1
-        self._live = t
-        if self.s.next_timeout() >= 0:
-            self._ptask = asyncio.create_task(self._pinger(t))
+        self._live = link
+        if self.ka_ms:
+            self._ptask = asyncio.create_task(self._pinger(link))
         self._evt.set()
         if self.on_connect:
             try:
-                self.on_connect(self.s.session_present)
+                self.on_connect(self.sp)
             except Exception as e:  # as for on_message: kept, not raised
                 self.callback_error = e
 
-    async def _until_connack(self, t):
+    async def _until_connack(self, link):
         while True:
             self._evt.clear()
-            if self.s.connected:
+            if self.up:
                 return
-            if self.sock is not t:
-                raise self.last_error or OSError("connection lost")
+            if self._link is not link:
+                raise self.last_error or OSError(errno.ECONNRESET)
             await self._evt.wait()
 
-    def _down(self, t):
-        """Connection t ended (or is ended now): close it, stop its tasks, wake
-        the waiters and, once connected before, start reconnecting."""
-        if t is None or self.sock is not t:
-            return  # already handled
-        was_up = self._live is t
-        self._live = None
-        self.s.lost()
-        self.sock = None
+    def _drop(self, link):
+        """Close link if it is still the core's (the core may have closed it)."""
+        if self.sock is link:
+            Core.close(self)
+
+    def _down(self, link):
+        """Connection link ends (_Link.close): stop its tasks, wake the
+        waiters and, if it was up, start reconnecting."""
+        if self._link is not link:
+            return
+        was_up = self._live is link
+        self._live = self._link = None
+        self.sub_pid = 0  # a SUBSCRIBE in flight is never answered now
         cur = asyncio.current_task()
-        for task in (self._rtask, self._ptask):
-            if task is not None and task is not cur:
-                task.cancel()
+        for t in (self._rtask, self._ptask):
+            if t is not None and t is not cur:
+                t.cancel()  # MicroPython: also takes the reader off the IOQueue
         self._rtask = self._ptask = None
-        _unwatch(t)
-        t.close()
         self._evt.set()
         if self.reconnect and was_up and not self._closing and self._rctask is None:
             self._rctask = asyncio.create_task(self._reconnect())
@@ -180,74 +317,111 @@ class AMQTTClient(ClientBase):
             await _sleep_ms(delay)
             try:
                 await self._up()
+                if not self.sp:  # no session on the server: subscribe again
+                    for f, opts, props in self.subscriptions:
+                        await self._sub(((f, opts),), props, False)
             except Exception as e:  # network, refusal, TLS (ValueError on MicroPython)
                 self.last_error = e
                 delay = min(delay * 2, self.backoff_max)
                 continue
-            self._rctask = None  # no await since _up() succeeded
+            self._rctask = None  # no await since it succeeded
             return
-
-    def _stop_reconnect(self):
-        task = self._rctask
-        self._rctask = None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
 
     async def disconnect(self, reason=0):
         """Send DISCONNECT (reason on 5.0) and close; no reconnect after
         [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
-        t = self.sock
-        if t is not None:
-            self.s.disconnect(reason)
+        self._closing = True  # before the link closes: _down must not reconnect
+        Core.disconnect(self, reason)
         self.close()
 
     def close(self):
         """Drop the connection without DISCONNECT (the server then publishes
         the will); the session is kept and nothing reconnects."""
         self._closing = True
-        self._stop_reconnect()
-        self._down(self.sock)
+        t = self._rctask
+        self._rctask = None
+        if t is not None and t is not asyncio.current_task():
+            t.cancel()
+        Core.close(self)
         self._evt.set()
 
     # ---- tasks ------------------------------------------------------------------
 
-    async def _reader(self, t):
-        s = self.s
+    async def _reader(self, link):
         try:
-            while self.sock is t:
-                await _readable(t)
-                while s.link and self._read(t):
-                    s.receive()
+            while self._link is link:
+                await _readable(link)
+                while self._link is link:
+                    rl = self._frame(link)
+                    if rl < 0:
+                        break
+                    self.packet(rl)
                     self._evt.set()
                     q = self._q
                     if q is not None:
                         # Hold further packets while the messages() queue is full
-                        while len(q) >= self._qmax and self.sock is t:
+                        while len(q) >= self._qmax and self._link is link:
                             await self._change()
-                if not s.link:
-                    break
-        except _NET_ERRORS as e:
+        except Exception as e:  # OSError, MQTTError, ServerError; TLS: ValueError on MicroPython
             self.last_error = e
-        self._down(t)
+            self._drop(link)
 
-    async def _pinger(self, t):
-        """Keep-alive: sleep until the session has work (next_timeout), then
-        tick(): PINGREQ when the link was quiet, OSError when unanswered."""
-        s = self.s
-        while self.sock is t:
-            ms = s.next_timeout()
-            if ms < 0:
-                return
-            if ms:
+    def _frame(self, link):
+        """Read what the socket has of the next packet into rx (first byte in
+        `first`); its body length once it is whole, else -1 (the state is
+        kept for the next wake-up). A packet larger than rx is refused
+        before its body is read [MQTT-3.1.2-24] (5.0: 0x95)."""
+        r = self.rx
+        while self._need < 0:  # the fixed header
+            if self._hn:
+                k = link.read(self._b1, 1)
+                if k is None:
+                    return -1
+                c = self._b1[0]
+            else:
+                k = link.read(r, 2)
+                if k is None:
+                    return -1
+                self.first = r[0]
+                self._rl = 0
+                self._sh = 0
+                self._hn = 1
+                if k == 1:
+                    continue
+                c = r[1]
+            self._rl |= (c & 0x7F) << self._sh
+            self._sh += 7
+            if c < 128:
+                if self._rl > len(r):
+                    raise self._fail(0x95)
+                self._need = self._rl
+                self._got = 0
+            elif self._sh == 28:
+                raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
+        n = self._need
+        while self._got < n:
+            k = self._got
+            # a memoryview only for a body split across reads
+            k = link.read(memoryview(r)[k:n] if k else r, n - k)
+            if k is None:
+                return -1
+            self._got += k
+        self._need = -1
+        self._hn = 0
+        return n
+
+    async def _pinger(self, link):
+        """Keep-alive: core.tick() sends PINGREQ when due and says how long to
+        sleep; an unanswered one closes the link (OSError)."""
+        try:
+            while self._link is link:
+                ms = self.tick()
+                if ms < 0:
+                    return
                 await _sleep_ms(ms)
-                continue
-            try:
-                s.tick()
-            except OSError as e:
-                self.last_error = e
-            if not s.link:
-                self._down(t)
-                return
+        except OSError as e:
+            self.last_error = e
+            self._drop(link)
 
     # ---- waiting ----------------------------------------------------------------
 
@@ -258,41 +432,39 @@ class AMQTTClient(ClientBase):
         await self._evt.wait()
 
     def _check(self):
-        """Raise unless connected or going to be (reconnecting)."""
-        if not self.s.connected and (self._closing or self._rctask is None):
-            raise OSError("not connected")
+        """Raise unless connected or going to be (reconnecting, in another task)."""
+        t = self._rctask
+        if not self.up and (self._closing or t is None or t is asyncio.current_task()):
+            raise OSError(errno.ENOTCONN)
 
     async def _connected(self):
-        while not self.s.connected:
+        while not self.up:
             self._check()
             await self._change()
-
-    def _after_send(self, t):
-        if not self.s.link:
-            self._down(t)
 
     # ---- publishing -------------------------------------------------------------
 
     async def publish(self, topic, payload, qos=0, retain=False, props=None):
         """Publish; returns the packet id (0 for QoS 0). QoS 0 needs (waits
-        for) a connection. A QoS 1/2 message is stored by the session, even
-        while disconnected, and sent when the server's Receive Maximum
-        allows; when every slot is taken this waits for one."""
-        s = self.s
+        for) a connection. A QoS 1/2 message is stored, even while
+        disconnected, and sent when the server's Receive Maximum allows; when
+        every slot is taken this waits for one. props: props.build() bytes
+        (or (id, value) pairs, built on each call)."""
+        if props and type(props) is not bytes:
+            from .props import build
+            props = build(props)
         while True:
-            if qos == 0 and not s.connected:
+            if not qos and not self.up:
                 await self._connected()
-            t = self.sock
-            pid = s.publish(topic, payload, qos, retain, props)
-            if pid != WINDOW_FULL and pid != OUTBOX_FULL:
-                self._after_send(t)
+            pid = Core.publish(self, topic, payload, qos, retain, props)
+            if pid != FULL:
                 return pid
             self._check()
             await self._change()
 
     async def flush(self):
         """Wait until every stored QoS 1/2 message is acknowledged."""
-        while self.s.pending():
+        while self.n:
             self._check()
             await self._change()
 
@@ -300,37 +472,49 @@ class AMQTTClient(ClientBase):
 
     async def subscribe(self, topic, qos=0, options=0, props=None):
         """Subscribe to one filter and wait for SUBACK; returns its reason code
-        (the granted QoS, or >= 0x80 when refused)."""
-        return await self._sub(True, ((topic, qos | options),), props)
+        (the granted QoS, or >= 0x80 when refused). The subscription is made
+        again after a reconnect that found no session on the server."""
+        code = await self._sub(((topic, qos | options),), props, False)
+        if code < 0x80:
+            self._forget(topic)
+            self.subscriptions.append((topic, qos | options, props))
+        return code
 
     async def unsubscribe(self, topic, props=None):
         """Unsubscribe and wait for UNSUBACK; returns its reason code (0 on 3.1.1)."""
-        return await self._sub(False, (topic,), props)
+        self._forget(topic)
+        return await self._sub((topic,), props, True)
 
-    async def _sub(self, sub, items, props):
-        s = self.s
+    def _forget(self, topic):
+        for i in range(len(self.subscriptions)):
+            if self.subscriptions[i][0] == topic:
+                del self.subscriptions[i]
+                return
+
+    async def _sub(self, items, props, unsub):
+        if props and type(props) is not bytes:
+            from .props import build
+            props = build(props, 10 if unsub else 8)
         while True:
             await self._connected()
-            t = self.sock
-            pid = s.subscribe(items, props) if sub else s.unsubscribe(items, props)
-            if pid != WINDOW_FULL:
+            link = self._link
+            pid = Receiver.subscribe(self, items, props, unsub)
+            if pid != FULL:
                 break
             await self._change()
-        self._after_send(t)
         while self.suback_pid != pid:
-            if self.sock is not t:
-                raise OSError("connection lost before SUBACK")  # never resent
+            if self._link is not link:
+                raise OSError(errno.ECONNRESET)  # never resent
             await self._change()
         self.suback_pid = 0
         return self.suback_code
 
     # ---- receiving --------------------------------------------------------------
 
-    def _on_message(self, msg):
-        if self.on_message:
-            self.on_message(msg)
-        if self._q is not None:
-            self._q.append((bytes(msg.topic), bytes(msg.payload), bool(msg.retain)))
+    def _queue(self, msg):
+        if self._cb:
+            self._cb(msg)
+        self._q.append((bytes(msg.topic), bytes(msg.payload), bool(msg.retain)))
 
     def messages(self, depth=4):
         """An async iterator of (topic, payload, retained), bytes copied from
@@ -352,7 +536,7 @@ class AMQTTClient(ClientBase):
     async def __anext__(self):
         q = self._q
         while not q:
-            if not self.s.connected and (self._closing or self._rctask is None):
+            if not self.up and (self._closing or self._rctask is None):
                 raise StopAsyncIteration
             await self._change()
         m = q.pop(0)

@@ -144,8 +144,10 @@ class MQTTClient(Receiver, Aliases, Publisher):
         while True:
             pid = Core.publish(self, topic, payload, qos, retain, props)
             if pid != FULL:
-                if qos and not self.up and self.reconnect and not self.in_callback:
-                    self.ensure_connected()  # it is stored: it goes after the CONNACK
+                if qos and not self.up and self.reconnect and not self.in_callback and not self.ob:
+                    # stored: it goes after the CONNACK (with an outbox it waits
+                    # in the file, and publishing goes on while offline)
+                    self.ensure_connected()
                 return pid
             if self.in_callback or timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
                 return pid

@@ -15,6 +15,10 @@
 # SUBACK and UNSUBACK (recv.Receiver replaces it), alias() gives a topic its
 # outbound alias and prepare() readies a stored message that waited before
 # it goes (alias.Aliases), `ob` persists the table (outbox.Outbox).
+# The core closes a link it gives up on with Core.close(self), not
+# self.close(): a driver may give close() and disconnect() other meanings
+# (the asyncio client's disconnect() is a coroutine, its close() also stops
+# reconnecting).
 #
 # Written for RAM: on the device every function, name and string constant of
 # this module is held in the heap, so helpers are few and the errors the
@@ -200,6 +204,8 @@ class Core:
     def begin(self, sock, clean):
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
+        if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
+            raise ValueError("client id")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         b = self.img[-1]
@@ -221,7 +227,7 @@ class Core:
                 self._send(b, 0, 2 + b[1])
             except OSError:
                 pass
-        self.close()  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
+        Core.close(self)  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
 
     def close(self):
         """Close the stream without DISCONNECT; the session is kept."""
@@ -262,27 +268,32 @@ class Core:
                     n += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
                 else:
                     n += 1
-                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]
-                if c == 0x23 or c == 0x2B or not c:
+                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]; a str's surrogate is no UTF-8 [MQTT-1.5.4-1]
+                if c == 0x23 or c == 0x2B or not c or 0xD7FF < c < 0xE000:
                     n = 0
                     break
-            if not n:  # [MQTT-4.7.3-1]
-                raise ValueError("topic: empty, a wildcard or U+0000")
-            if type(topic) is not str:
-                bytes(topic).decode()  # UnicodeError (a ValueError) unless UTF-8 [MQTT-1.5.4-1]
+            # not empty [MQTT-4.7.3-1], UTF-8 [MQTT-1.5.4-1] (checked without allocating)
+            if not n or type(topic) is not str and not utf8(topic, 0, len(topic)):
+                raise ValueError("topic: empty, a wildcard or not UTF-8")
             self.tn = n
             self.topic = topic
         a = 0
+        ob = self.ob
         if qos:
-            if self.n >= self.slots:
-                return FULL
-            i = 0
-            while self.state[i]:
-                i += 1
-            b = self.img[i]
+            i = -1
+            if self.n >= self.slots or ob and ob.backlog:
+                if not ob:
+                    return FULL
+                b = ob.buf  # no slot (or older ones wait): the outbox's file keeps it
+            else:
+                i = 0
+                while self.state[i]:
+                    i += 1
+                b = self.img[i]
             # an alias only for a message that goes now: a held one must not
-            # lean on an alias sent after it
-            if self.amax and self.up and self.n < self.quota:
+            # lean on an alias sent after it; none with an outbox, whose
+            # records must replay after a reboot, without the aliases
+            if self.amax and self.up and self.n < self.quota and not ob:
                 a = self.alias(topic)
         else:
             b = self.img[-1]
@@ -325,6 +336,7 @@ class Core:
                         o += 3
                     if props:
                         o = self._text(b, o, props)
+                q = o  # the payload starts here
                 if type(payload) is str:
                     o = self._text(b, o, payload)
                 else:
@@ -362,23 +374,32 @@ class Core:
             if o - s <= self.server_max:
                 break
             a = 0  # the new alias's 3 bytes would pass the server's limit: plain this time
+        # a payload declared UTF-8 (Payload Format Indicator 1: props.build()
+        # and liteprops.props() put it first) must be UTF-8 [U-3.3.2-b]
+        if props and self.v == 5 and props[0] == 1 and props[1] and not utf8(b, q, o):
+            raise ValueError("payload: not UTF-8")
         if a < 0:
             self.alias(-a)  # the server learns it with this packet
         if not qos:
             self._send(b, s, o - s)
             return 0
+        if i < 0:  # its packet id comes when it takes a slot
+            b[p] = b[p + 1] = 0
+            return ob.defer(s, o - s)  # outbox.STORED, or FULL: the file has no room
+        k = self.last_pid
         pid = self._pid()
         b[p] = pid >> 8
         b[p + 1] = pid & 0xFF
         self.pid[i] = pid
         self.start[i] = s
         self.size[i] = o - s
+        if ob and not ob.put(i):  # recorded before it is sent
+            self.last_pid = k  # refused: no packet id used
+            return FULL  # the file has no room
         self.t0[i] = self.clock()
         self.state[i] = _HOLD  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
         self.order[self.n] = i
         self.n += 1
-        if self.ob:
-            self.ob.put(i)  # recorded before it is sent
         # within the server's quota it goes now; beyond it, it waits in its
         # slot (its flow is the newest) until an ack frees the quota [MQTT-4.9.0-2]
         if self.up and self.n <= self.quota:
@@ -387,6 +408,37 @@ class Core:
             except OSError:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
+
+    def restore(self, b, n, comp):
+        """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
+        waiting to go (comp: past its PUBREC, PUBREL next); packet id 0 in it
+        is replaced by a new one. Returns the slot. No allocation."""
+        i = 0
+        while self.state[i]:
+            i += 1
+        o = 1
+        while b[o] & 0x80:  # the remaining length
+            o += 1
+        s = _HEAD - 1 - o
+        m = self.img[i]
+        k = 0
+        while k < n:
+            m[s + k] = b[k]
+            k += 1
+        o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
+        p = b[o] << 8 | b[o + 1]
+        if not p:
+            p = self._pid()
+            m[s + o] = p >> 8
+            m[s + o + 1] = p & 0xFF
+        self.pid[i] = p
+        self.start[i] = s
+        self.size[i] = n
+        self.t0[i] = self.clock()
+        self.state[i] = _COMP if comp else _HOLD
+        self.order[self.n] = i
+        self.n += 1
+        return i
 
     def _pid(self):
         """A non-zero packet id that neither a flow in the table nor a
@@ -460,7 +512,7 @@ class Core:
         if self.ping_out:
             w = due - ticks_diff(now, self.ping_t)
             if w <= 0:
-                self.close()
+                Core.close(self)
                 raise OSError(errno.ETIMEDOUT)  # no PINGRESP: a half-open link
             return w
         # PINGREQ after a keep-alive period with nothing sent [MQTT-3.1.2-20]
@@ -499,7 +551,7 @@ class Core:
             if self.v == 5:
                 self._props(2, rl)
             if r[1]:
-                self.close()
+                Core.close(self)
                 raise ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
             if sp and self.clean:
                 raise self._fail(0x82)  # session present after clean start [MQTT-3.2.2-4]
@@ -512,12 +564,16 @@ class Core:
             # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
             # [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2].
             k = 0
+            u = 0  # the quota the PUBREL flows hold: never held back, they count [U-4.9-a]
             while k < self.n:
                 i = self.order[k]
-                if self.state[i] == _COMP and not sp:
-                    self._free(i, SESSION_LOST)
-                    continue
+                if self.state[i] == _COMP:
+                    if not sp:
+                        self._free(i, SESSION_LOST)
+                        continue
+                    u += 1
                 k += 1
+            self.inbound(2, sp)  # a new connection for the receiving side
             if self.aliases:
                 self.alias(None)  # aliases are per connection [MQTT-3.3.2-7]
             k = 0
@@ -531,8 +587,9 @@ class Core:
                     self.state[i] = _HOLD
                     if self.prepare(i):
                         continue  # dropped
-                    if k < self.quota:
+                    if u < self.quota:
                         self._go(i)
+                        u += 1
                 k += 1
             return
         self.last_rx = self.clock()
@@ -552,7 +609,7 @@ class Core:
             self.ping_out = False
             return
         if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
-            self.close()
+            Core.close(self)
             raise ServerError(r[0] if rl else 0)
         if t > 7:
             return self.inbound(t, rl)  # SUBACK, UNSUBACK
@@ -600,15 +657,18 @@ class Core:
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
-        packet id) from the server. A publisher delivers nothing (a session
-        that subscribed earlier may still send), but acknowledges as the flow
-        requires [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
+        packet id) from the server; t 2: a CONNACK accepted (n: session
+        present). A publisher delivers nothing (a session that subscribed
+        earlier may still send), but acknowledges as the flow requires
+        [MQTT-4.5.0-2]. A SUBACK/UNSUBACK (t 9/11, n body bytes) is
         a protocol error here. recv.Receiver replaces this."""
         if t == 6:
             # PUBCOMP; we keep no record of inbound QoS 2 ids, so none is
             # found [MQTT-4.3.3-11] [MQTT-3.7.2-1]
             return self._ack(0x70, n, 0x92)
         if t != 3:
+            if t == 2:
+                return  # a new connection: no inbound state kept here
             raise self._fail(0x82)  # SUBACK, UNSUBACK: we never subscribed
         first = self.first
         r = self.rx
@@ -648,8 +708,8 @@ class Core:
             s += 7
             if c < 128:
                 break
-        if end + o != rl:
-            raise self._fail(0x81)
+        if end + o != rl or not c and s > 7:
+            raise self._fail(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
         seen = 0
         while o < rl:
             p = r[o]
@@ -701,6 +761,7 @@ class Core:
 
     def _free(self, i, reason):
         """A flow ended: drop it from the table and tell the application."""
+        p = self.pid[i]  # the outbox may fill slot i again
         self.state[i] = _FREE
         k = 0
         while self.order[k] != i:
@@ -712,7 +773,7 @@ class Core:
         if self.ob:
             self.ob.done(i)
         if self.on_done:
-            self.on_done(self.pid[i], reason)
+            self.on_done(p, reason)
 
     def prepare(self, i):
         """Slot i's PUBLISH waited (for the quota, or for a new connection)
@@ -753,7 +814,7 @@ class Core:
             while o < n:
                 o += s.write(b, o, n - o)
         except OSError:
-            self.close()
+            Core.close(self)
             raise
         self.last_tx = self.clock()
 
@@ -762,9 +823,9 @@ class Core:
         [U-4.13.1-a], close (3.1.1 just closes [MQTT-4.8.0-1]); returns the
         MQTTError to raise."""
         if self.v == 5:
-            self.disconnect(reason)
+            Core.disconnect(self, reason)
         else:
-            self.close()
+            Core.close(self)
         e = MQTTError(reason)
         e.reason = reason
         return e

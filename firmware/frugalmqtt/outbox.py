@@ -21,9 +21,16 @@
 # message in flight or in the backlog, an unreleased QoS 2 id); space behind
 # it is reused, and the superblock is rewritten before the head overwrites
 # what the stored tail points to.
+#
+# Attached to a core.Core (any driver: lite.Publisher, telem.Telemetry,
+# client.MQTTClient) by attach(core): it reloads the file into the core's
+# table through core.restore() and sets core.ob; the core then calls put(i)
+# before a new message in slot i is sent, defer() when there is no slot (or
+# a backlog already), rec(i) at a PUBREC, done(i) when a flow ends; a
+# recv.Receiver calls inbound(pid, add) for the inbound QoS 2 ids.
 import sys
 from array import array
-from .session import OUTBOX_FULL, STORED
+from .core import FULL
 
 try:
     from micropython import const
@@ -31,6 +38,8 @@ except ImportError:
     const = int  # CPython
 
 _MP = sys.implementation.name == "micropython"
+STORED = const(-5)  # publish(): no slot, the message waits in the file (the backlog)
+OUTBOX_FULL = FULL  # publish(): not stored, the file has no room (core.FULL)
 
 # Record kinds
 _PUB = const(1)  # a PUBLISH; flag 1: in a session slot with its packet id, 0: backlog
@@ -49,13 +58,6 @@ _SB = const(16)  # one superblock
 _DATA = const(32)  # the ring starts after two superblocks
 _MASK = const(0x3FFFFFFF)  # seq stays a small int on 32-bit ports
 _BLOCK = const(2000)  # bytes summed before the Adler sums are reduced
-
-# Session slot states (session.py)
-_FREE = const(0)
-_QUEUED = const(1)
-_WAIT_ACK = const(2)
-_WAIT_REC = const(3)
-_WAIT_COMP = const(4)
 
 
 if _MP:
@@ -96,7 +98,7 @@ class Outbox:
         self.sbuf = bytearray(_SB)
         self.ca = 1  # Adler-32 sums being computed
         self.cb = 0
-        self.s = None
+        self.c = None
         try:
             f = open(path, "r+b")
         except OSError:
@@ -275,37 +277,34 @@ class Outbox:
         _sync(f)
         self.seq = (self.seq + 1) & _MASK
 
-    def _note(self, kind, ref, pid):
-        """Append a control record (may use the reserve); False if no room."""
+    def _control(self, kind, ref, pid):
+        """Append a control record (it may use the reserve kept for it)."""
         c = self.ctl
         _put32(c, 0, ref)
         c[4] = pid >> 8
         c[5] = pid & 0xFF
-        return self._append(kind, 0, c, 0, _CTL, 0)
-
-    def _control(self, kind, ref, pid):
-        if not self._note(kind, ref, pid):
+        if not self._append(kind, 0, c, 0, _CTL, 0):
             raise OSError("outbox full")
 
     # ---- the tail ---------------------------------------------------------
 
     def _retail(self):
         """Move the tail to the oldest record still needed."""
-        s = self.s
+        c = self.c
         base = self.t_seq
         best = -1
         off = 0
         i = 0
-        while i < s.slots:
-            if s.s_state[i]:
+        while i < c.slots:
+            if c.state[i]:
                 d = (self.o_seq[i] - base) & _MASK
                 if best < 0 or d < best:
                     best = d
                     off = self.o_off[i]
             i += 1
         i = 0
-        while i < s.inbound:
-            if s.in_pid[i]:
+        while i < self.nin:
+            if c.in_pid[i]:
                 d = (self.i_seq[i] - base) & _MASK
                 if best < 0 or d < best:
                     best = d
@@ -337,48 +336,50 @@ class Outbox:
         self._retail()
         return max(0, self.ring - self._used() - self.reserve - self.owed)
 
-    def _keep(self, cost):
-        """Room a new message must leave: the fixed reserve, and the control
-        records still owed by every stored message and by this one."""
-        return self.reserve + self.owed + cost
+    # ---- attaching to a core, reloading -------------------------------------
 
-    # ---- attaching to a session, reloading ----------------------------------
-
-    def attach(self, s):
-        """Reload into Session s (at client construction): messages that were
-        in slots come back as sent (resent or sent anew on connect as the
-        session decides), released QoS 2 flows as awaiting PUBCOMP, inbound
-        QoS 2 ids as awaiting PUBREL; free slots take backlog messages."""
-        self.s = s
-        self.buf = bytearray(max(s.slot_size, _CTL))
-        mv = memoryview(s.store)
-        ss = s.slot_size
-        self.views = [mv[i * ss:(i + 1) * ss] for i in range(s.slots)]
-        self.o_seq = array("i", bytes(4 * s.slots))  # PUB record of each slot
-        self.o_off = array("i", bytes(4 * s.slots))
-        self.i_seq = array("i", bytes(4 * s.inbound))  # IN_ADD record of each inbound id
-        self.i_off = array("i", bytes(4 * s.inbound))
-        self.o_rec = bytearray(s.slots)  # 1: no REC owed (QoS 1, or written)
+    def attach(self, core):
+        """Reload into `core` (at client construction, before connecting):
+        messages that were in slots come back in publish order as possibly
+        sent (DUP=1 on a resumed session, new messages without one; the core
+        decides at the CONNACK), QoS 2 flows past PUBREC as awaiting PUBCOMP,
+        inbound QoS 2 ids (a recv.Receiver's) as awaiting PUBREL; free slots
+        take backlog messages. Then the core calls the hooks below."""
+        c = core
+        if c.n:
+            raise ValueError("attach the outbox before publishing")
+        self.c = c
+        ss = len(c.img[0])  # a slot's image: the largest PUBLISH stored
+        self.buf = bytearray(max(ss, _CTL))
+        self.nin = getattr(c, "in_max", 0)  # a core without recv.Receiver keeps no ids
+        self.o_seq = array("i", bytes(4 * c.slots))  # PUB record of each slot
+        self.o_off = array("i", bytes(4 * c.slots))
+        self.i_seq = array("i", bytes(4 * self.nin))  # IN_ADD record of each inbound id
+        self.i_off = array("i", bytes(4 * self.nin))
+        self.o_rec = bytearray(c.slots)  # 1: no REC owed (QoS 1, or written)
         # Draining a full store writes control records (LOAD, REC, DONE)
         # before the space of the messages drained comes free: every stored
         # message owes them (`owed` bytes) and new messages leave that room.
         # Besides, a fixed reserve for two skipped ends of the ring and the
         # inbound QoS 2 ids.
         self.owed = 0
-        self.reserve = 2 * (_HDR + ss) + (2 * s.inbound + 2) * _C
+        self.reserve = 2 * (_HDR + ss) + (2 * self.nin + 2) * _C
         if self.reserve + 4 * _C + _HDR + ss > self.ring:
-            raise ValueError("outbox too small for the session's slots")
+            raise ValueError("outbox too small for the slots")
         self._replay()
-        s.ob = self
+        c.ob = self
         self._fill()
 
     def _replay(self):
-        s = self.s
+        """Walk the records from the tail; the messages still in flight go
+        into the core's table, in the order they took their slots."""
+        c = self.c
         pos = self._at(self.sb_off)
         seq = self.sb_seq
         self.backlog = 0
         self.bl_seq = self.bl_off = -1
-        order = []  # slots in publish order
+        live = []  # [PUB seq, PUB offset, packet id (0: in the record), REC seen, no REC owed]
+        ids = []  # [pid, IN_ADD seq, IN_ADD offset]
         while True:
             self.head = pos  # (bounds _next_backlog's walk)
             k = self._valid(pos, seq)
@@ -388,103 +389,69 @@ class Outbox:
             ref = _u32(b, 0)
             pid = b[4] << 8 | b[5]
             if k == _PUB:
-                q2 = (b[0] >> 1) & 3 == 2
+                q1 = (b[0] >> 1) & 3 == 1
                 if self.hdr[1]:
-                    i = self._slot_for(pos, seq)
-                    order.append(i)
-                    self._restore(i, self.hdr[2] << 8 | self.hdr[3], b)
-                    self.owed += _C * (2 if q2 else 1)
+                    live.append([seq, pos, 0, 0, q1])
+                    self.owed += _C * (1 if q1 else 2)
                 else:
-                    self.owed += _C * (3 if q2 else 2)
+                    self.owed += _C * (2 if q1 else 3)
                     self.backlog += 1
                     if self.bl_seq < 0:
                         self.bl_seq = seq
                         self.bl_off = pos
             elif k == _LOAD and ref == self.bl_seq:  # else its PUB is behind the tail: done
-                i = self._slot_for(self.bl_off, ref)
-                order.append(i)
                 self._kind(self.bl_off)
-                n = self.hdr[2] << 8 | self.hdr[3]
-                _read(self.f, b, n)
-                _set_pid(b, pid)
-                self._restore(i, n, b)
+                _read(self.f, b, 1)
+                live.append([ref, self.bl_off, pid, 0, (b[0] >> 1) & 3 == 1])
                 self.owed -= _C
                 self._next_backlog()
                 self._kind(pos)  # the walk goes on from this record
             elif k == _REC or k == _DONE:
-                i = self._slot_of(ref)
-                if i >= 0:
-                    self._settle(i, k)
-                    s.s_state[i] = _WAIT_COMP if k == _REC else _FREE
+                for e in live:
+                    if e[0] == ref:
+                        if k == _REC:
+                            e[3] = 1
+                            e[4] = 1
+                            self.owed -= _C
+                        else:
+                            self.owed -= _C * (2 - e[4])  # a REC never written is not owed
+                            live.remove(e)
+                        break
             elif k == _IN_ADD:
-                j = 0
-                while j < s.inbound and s.in_pid[j]:
-                    j += 1
-                if j == s.inbound:
-                    raise ValueError("outbox holds more inbound ids than `inbound`")
-                s.in_pid[j] = pid
-                self.i_seq[j] = seq
-                self.i_off[j] = pos
+                ids.append([pid, seq, pos])
             elif k == _IN_DEL or k == _IN_CLR:
-                j = 0
-                while j < s.inbound:
-                    if k == _IN_CLR or s.in_pid[j] == pid:
-                        s.in_pid[j] = 0
-                    j += 1
+                ids = [x for x in ids if k == _IN_DEL and x[0] != pid]
+            if len(live) > c.slots:
+                raise ValueError("outbox holds more messages in flight than `slots`")
+            if len(ids) > self.nin:
+                raise ValueError("outbox holds more inbound ids than `inbound`")
             pos = self._after(pos)
             seq = (seq + 1) & _MASK
         self.head = pos
         self.seq = seq
+        for e in live:
+            b = self.buf
+            self._kind(e[1])
+            n = self.hdr[2] << 8 | self.hdr[3]
+            _read(self.f, b, n)
+            if e[2]:
+                _set_pid(b, e[2])  # a backlog message: the id its LOAD gave it
+            b[0] |= 8  # it may have gone before the reboot [MQTT-3.3.1-1]
+            i = c.restore(b, n, e[3])
+            self.o_seq[i] = e[0]
+            self.o_off[i] = e[1]
+            self.o_rec[i] = e[4]
+        j = 0
+        for x in ids:
+            c.in_pid[j] = x[0]
+            self.i_seq[j] = x[1]
+            self.i_off[j] = x[2]
+            j += 1
         self.t_off = self._at(self.sb_off)
         self.t_seq = self.sb_seq
         self._retail()
         d = (pos - self.sb_off) % self.ring
         self.sb_used = d if d or seq == self.sb_seq else self.ring
-        for i in order:  # the session numbers its slots in publish order
-            if s.s_state[i]:
-                s._number(i)
-
-    def _slot_for(self, pos, seq):
-        s = self.s
-        i = 0
-        while i < s.slots and s.s_state[i]:
-            i += 1
-        if i == s.slots:
-            raise ValueError("outbox holds more messages in flight than `slots`")
-        self.o_seq[i] = seq
-        self.o_off[i] = pos
-        return i
-
-    def _restore(self, i, n, b):
-        """Slot i takes the PUBLISH in b as sent before the reboot."""
-        s = self.s
-        o = i * s.slot_size
-        s.store[o:o + n] = memoryview(b)[:n]
-        qos = (b[0] >> 1) & 3
-        s.s_len[i] = n
-        s.s_qos[i] = qos
-        s.s_pid[i] = _pid_at(b, 0)
-        s.s_state[i] = _WAIT_ACK if qos == 1 else _WAIT_REC
-        self.o_rec[i] = qos == 1
-        s.s_t0[i] = s.clock()
-        s.s_exp_off[i] = 0
-
-    def _settle(self, i, k):
-        """A REC or DONE record for slot i was written: it owes less."""
-        if k == _REC:
-            self.o_rec[i] = 1
-            self.owed -= _C
-        else:
-            self.owed -= _C * (2 - self.o_rec[i])  # a REC never written is not owed
-
-    def _slot_of(self, ref):
-        s = self.s
-        i = 0
-        while i < s.slots:
-            if s.s_state[i] and self.o_seq[i] == ref:
-                return i
-            i += 1
-        return -1
 
     def _next_backlog(self):
         """The backlog's first message was loaded: find the next one."""
@@ -506,51 +473,34 @@ class Outbox:
                 return
 
     def _fill(self):
-        """Free slots take backlog messages, oldest first."""
-        i = 0
-        while i < self.s.slots and self.backlog:
-            if not self.s.s_state[i] and not self._load(i):
-                return
-            i += 1
+        """Free slots take backlog messages, oldest first: each gets a new
+        packet id in the core, recorded (LOAD) before the core may send it."""
+        c = self.c
+        while self.backlog and c.n < c.slots:
+            self._kind(self.bl_off)
+            n = self.hdr[2] << 8 | self.hdr[3]
+            _read(self.f, self.buf, n)
+            _set_pid(self.buf, 0)  # the core gives it an id
+            i = c.restore(self.buf, n, False)
+            self._control(_LOAD, self.bl_seq, c.pid[i])  # room kept for it (owed)
+            self.owed -= _C
+            self.o_seq[i] = self.bl_seq
+            self.o_off[i] = self.bl_off
+            self.o_rec[i] = (self.buf[0] >> 1) & 3 == 1
+            self._next_backlog()
 
-    def _load(self, i):
-        """Move the oldest backlog message into free slot i with a new packet
-        id, recorded (LOAD) before the session may send it. False if there
-        is no packet id or no room for the record: it stays in the backlog."""
-        s = self.s
-        pid = s._new_pid()
-        if not pid:
-            return False
-        self._kind(self.bl_off)
-        n = self.hdr[2] << 8 | self.hdr[3]
-        _read(self.f, self.views[i], n)
-        o = i * s.slot_size
-        _set_pid(s.store, pid, o)
-        if not self._note(_LOAD, self.bl_seq, pid):
-            return False
-        self.owed -= _C
-        self.o_seq[i] = self.bl_seq
-        self.o_off[i] = self.bl_off
-        s.s_len[i] = n
-        s.s_qos[i] = (s.store[o] >> 1) & 3
-        self.o_rec[i] = s.s_qos[i] == 1
-        s.s_pid[i] = pid
-        s.s_state[i] = _QUEUED
-        s.s_t0[i] = s.clock()
-        s.s_exp_off[i] = 0
-        s._number(i)
-        self._next_backlog()
-        return True
-
-    # ---- hooks called by the session ----------------------------------------
+    # ---- hooks called by the core -------------------------------------------
 
     def put(self, i):
-        """Session slot i holds a new QoS 1/2 message (not sent yet): record
-        it. False when the outbox is full."""
-        s = self.s
-        q1 = s.s_qos[i] == 1
+        """Slot i holds a new QoS 1/2 message (not sent yet): record it.
+        False when the file has no room."""
+        c = self.c
+        s = c.start[i]
+        q1 = (c.img[i][s] >> 1) & 3 == 1
         cost = _C if q1 else 2 * _C  # DONE, REC
-        if not self._append(_PUB, 1, s.store, i * s.slot_size, s.s_len[i], self._keep(cost)):
+        # the room it leaves: the fixed reserve, and the control records owed
+        # by every stored message and by this one
+        if not self._append(_PUB, 1, c.img[i], s, c.size[i], self.reserve + self.owed + cost):
             return False
         self.owed += cost
         self.o_rec[i] = q1
@@ -558,11 +508,12 @@ class Outbox:
         self.o_off[i] = self.last_off
         return True
 
-    def defer(self, n):
-        """Every slot is taken: keep the PUBLISH of n bytes in self.buf (its
-        packet id comes when it moves into a slot). STORED or OUTBOX_FULL."""
-        cost = (3 if (self.buf[0] >> 1) & 3 == 2 else 2) * _C  # LOAD, DONE, REC
-        if not self._append(_PUB, 0, self.buf, 0, n, self._keep(cost)):
+    def defer(self, off, n):
+        """No slot (or older messages wait): keep the PUBLISH of n bytes at
+        self.buf[off] in the file (its packet id comes when it moves into a
+        slot). STORED, or OUTBOX_FULL when the file has no room."""
+        cost = (3 if (self.buf[off] >> 1) & 3 == 2 else 2) * _C  # LOAD, DONE, REC
+        if not self._append(_PUB, 0, self.buf, off, n, self.reserve + self.owed + cost):
             return OUTBOX_FULL
         self.owed += cost
         if not self.backlog:
@@ -573,35 +524,36 @@ class Outbox:
 
     def rec(self, i):
         """PUBREC came for slot i; recorded before the PUBREL goes out."""
-        self._control(_REC, self.o_seq[i], self.s.s_pid[i])
-        self._settle(i, _REC)
+        self._control(_REC, self.o_seq[i], self.c.pid[i])
+        self.o_rec[i] = 1
+        self.owed -= _C
 
     def done(self, i):
-        """The flow of slot i ended (the session freed it): retire its record
-        and move the next backlog message into the slot."""
-        self._control(_DONE, self.o_seq[i], self.s.s_pid[i])
-        self._settle(i, _DONE)
+        """The flow of slot i ended (the core freed it): retire its record
+        and move the next backlog message into a slot."""
+        self._control(_DONE, self.o_seq[i], self.c.pid[i])
+        self.owed -= _C * (2 - self.o_rec[i])  # a REC never written is not owed
         self._fill()
 
     def inbound(self, pid, add):
         """A QoS 2 id was recorded (add) or released; pid 0 with add False:
         all inbound ids are being dropped. Recorded before PUBREC / PUBCOMP."""
-        s = self.s
+        c = self.c
         if add:
             self._control(_IN_ADD, 0, pid)
             j = 0
-            while j < s.inbound:
-                if s.in_pid[j] == pid:
+            while j < self.nin:
+                if c.in_pid[j] == pid:
                     self.i_seq[j] = self.last_seq
                     self.i_off[j] = self.last_off
                 j += 1
         elif pid:
             self._control(_IN_DEL, 0, pid)
-        else:  # called before the session clears its ids
+        else:  # called before the receiver clears its ids
             j = 0
-            while j < s.inbound and not s.in_pid[j]:
+            while j < self.nin and not c.in_pid[j]:
                 j += 1
-            if j < s.inbound:
+            if j < self.nin:
                 self._control(_IN_CLR, 0, 0)
 
     def close(self):
@@ -626,11 +578,6 @@ def _pid_off(b, o):
         p += 1
     p += 1
     return p + 2 + (b[p] << 8 | b[p + 1])  # after the topic
-
-
-def _pid_at(b, o):
-    p = _pid_off(b, o)
-    return b[p] << 8 | b[p + 1]
 
 
 def _set_pid(b, pid, o=0):

@@ -83,10 +83,11 @@ _TYPE = (b"\x00\x02\x05\x08\x00\x00\x00\x00"  # 00-07
          b"\x05\x02\x08\x00\x08\x00\x00\x08"  # 18-1F
          b"\x00\x04\x03\x04\x02\x02\x0a\x06"  # 20-27
          b"\x02\x02\x02")  # 28-2A
-# id -> the packets it may appear in
+# id -> the packets it may appear in. Authentication Method/Data: not in our
+# CONNECT, the engine has no enhanced authentication (AUTH, 5.0 4.12)
 _WHERE = (
     0, _P | _W, _P | _W, _P | _W, 0, 0, 0, 0, _P | _W, _P | _W, 0, _P | _S, 0, 0, 0, 0,
-    0, _C | _CA | _D, _CA, _CA, 0, _C | _CA | _A, _C | _CA | _A, _C, _W, _C, _CA, 0,
+    0, _C | _CA | _D, _CA, _CA, 0, _CA | _A, _CA | _A, _C, _W, _C, _CA, 0,
     _CA | _D, 0, 0, _CA | _ACKS | _SA | _UA | _D | _A,
     0, _C | _CA, _C | _CA, _P, _CA, _CA, 0xFFFF, _C | _CA, _CA, _CA, _CA,
 )
@@ -179,8 +180,8 @@ class Props:
             s += 7
             if c < 0x80:
                 break
-        if o + n > end:
-            return -0x81
+        if o + n > end or not c and s > 7:
+            return -0x81  # past the packet, or not minimally encoded [MQTT-1.5.5-1]
         self.buf = b
         self.off = o
         end = self.end = o + n
@@ -198,8 +199,8 @@ class Props:
             if k > end:
                 return -0x81
             if t < _STR:
-                if t == _VBI_NZ and b[k - 1] > 0x7F:
-                    return -0x81  # a Variable Byte Integer of more than 4 bytes
+                if t == _VBI_NZ and (b[k - 1] > 0x7F or not b[k - 1] and k - o > 1):
+                    return -0x81  # more than 4 bytes, or not minimal [MQTT-1.5.5-1]
                 v = _int(b, o, t)
                 if t == _BOOL and v > 1 or not v and (t == _U16_NZ or t >= _U32_NZ):
                     # a flag is 0 or 1, the others here not 0 [U-3.3.2-d];
@@ -249,10 +250,12 @@ def build(pairs, where=3):
     in wire order; strings str, binary bytes, a user property (name, value).
     Raises ValueError naming the property that is not right here."""
     b = bytearray()
+    f = b""  # the Payload Format Indicator, put first: the core looks for it there
     seen = 0
     for p in pairs:
         pid = p[0]
         v = p[1]
+        k = len(b)
         t = _TYPE[pid] if 0 < pid < _NIDS else 0
         if not t or not _WHERE[pid] & 1 << where:
             raise ValueError("props: 0x%02x is not a property of this packet" % pid)  # [U-2.2.2-a]
@@ -276,6 +279,9 @@ def build(pairs, where=3):
                         break
             else:
                 b += v.to_bytes(1 if t == _BOOL else 2 if t < _U32 else 4, "big")
+            if pid == PAYLOAD_FORMAT:
+                f = b[k:]
+                b = b[:k]
         else:
             for x in (v if t == _PAIR else (v,)):
                 if t == _BIN and type(x) is str or t != _BIN and type(x) is not str:
@@ -289,4 +295,4 @@ def build(pairs, where=3):
                 b += x
             if t == _PAIR and len(v) != 2:
                 raise ValueError("props: a user property is a (name, value) pair")
-    return bytes(b)
+    return bytes(f + b)

@@ -97,6 +97,20 @@ class Receiver:
 
     def inbound(self, t, n):
         r = self.rx
+        if t == 2:  # CONNACK, n session present
+            self.sub_pid = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
+            i = 0
+            while i < self.a_in_max:
+                self.a_in_len[i] = 0  # aliases are per connection [MQTT-3.3.2-7]
+                i += 1
+            if not n:  # no session: the server forgot our QoS 2 ids [MQTT-3.2.2-5]
+                if self.ob:
+                    self.ob.inbound(0, False)  # one record for all, before they go
+                i = 0
+                while i < self.in_max:
+                    self.in_pid[i] = 0
+                    i += 1
+            return
         if t == 6:  # PUBREL, n its packet id
             i = 0
             while i < self.in_max:
@@ -218,8 +232,8 @@ class Receiver:
         if n < 2:
             raise self._fail(0x81)
         pid = r[0] << 8 | r[1]
-        if not pid:
-            raise self._fail(0x82)  # [MQTT-2.2.1-3]
+        if not pid or pid != self.sub_pid:
+            raise self._fail(0x82)  # not our SUBSCRIBE's id [MQTT-2.2.1-6] [MQTT-2.2.1-3]
         o = 2
         if self.v == 5:
             o = self.props.parse(r, 2, n, t)
@@ -235,8 +249,7 @@ class Receiver:
             k += 1
         if o == n and c:
             raise self._fail(0x82)  # a code for each filter [MQTT-3.9.3-1] [MQTT-3.11.3-1]
-        if pid == self.sub_pid:
-            self.sub_pid = 0
+        self.sub_pid = 0
         self.suback_pid = pid
         self.suback_code = r[o] if o < n else 0
 

@@ -1,11 +1,14 @@
-"""Shared by the outbox tests: a session (the scripted-broker Rig) with an
-outbox on a scratch file, "reboots" that build a fresh session and reopen the
-same file, a description of the reloaded state to compare, and a file
-wrapper that logs every write so a test can replay any prefix of them (a
-write torn at any byte). Runs on CPython and MicroPython."""
+"""Shared by the outbox tests: a session.Session (the core with receiving and
+outbound aliases: client.MQTTClient without its socket) wired to a scripted
+broker, with an outbox on a scratch file; "reboots" that build a
+fresh core and reopen the same file; a description of the reloaded state to
+compare; and a file wrapper that logs every write so a test can replay any
+prefix of them (a write torn at any byte). Runs on CPython and MicroPython."""
 import os
 
-from _session_rig import Rig
+import _session_rig
+from _session_rig import connack, hl
+from frugalmqtt.session import Session
 from frugalmqtt.outbox import Outbox
 
 try:
@@ -30,25 +33,95 @@ def drop(path):
         pass
 
 
-def boot(path, size, v=5, slots=2, inbound=2, slot_size=64):
-    """A fresh session with the outbox at path attached (reloaded)."""
-    r = Rig(v, slots=slots, inbound=inbound, slot_size=slot_size)
+class Rig(_session_rig.Rig):
+    """A session.Session (client.MQTTClient's protocol parts without its
+    socket) wired to a scripted broker: it is the session's stream (write()
+    records each packet, or only counts them with record=False), a fake
+    millisecond clock, and callbacks that record (now(), on_done(),
+    on_message(), take(): the session rig's)."""
+
+    def __init__(self, v=5, slots=2, inbound=2, slot_size=64, record=True):
+        self.v = v
+        self.t = 1000
+        self.out = []
+        self.sent = 0
+        self.record = record
+        self.done = []
+        self.msgs = []
+        self.s = Session("rig", v, max_packet=256, tx_size=256, slots=slots,
+                         slot_size=slot_size, inbound=inbound, aliases_out=4, aliases_in=0,
+                         clock=self.now)
+        self.s.on_done = self.on_done
+        self.s.on_message = self.on_message
+
+    def write(self, buf, off, n):
+        self.sent += 1
+        if self.record:
+            self.out.append(bytes(buf[off:off + n]))
+        return n
+
+    def close(self):
+        pass
+
+    def feed(self, data):
+        """Bytes from the broker, framed as a driver does: each whole packet
+        into rx, then packet(). Allocates nothing."""
+        s = self.s
+        r = s.rx
+        o = 0
+        end = len(data)
+        while o < end:
+            s.first = data[o]
+            o += 1
+            rl = 0
+            sh = 0
+            while True:
+                c = data[o]
+                o += 1
+                rl |= (c & 0x7F) << sh
+                sh += 7
+                if c < 128:
+                    break
+            k = 0
+            while k < rl:
+                r[k] = data[o + k]
+                k += 1
+            o += rl
+            s.packet(rl)
+
+    def up(self, clean=True, sp=False, props=None):
+        """A new connection: CONNECT, then the broker's CONNACK. Returns what
+        the core sent after the CONNACK."""
+        self.s.begin(self, clean)
+        sent = self.take()
+        assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
+        self.feed(connack(self.v, sp, 0, props))
+        assert self.s.up
+        return self.take()
+
+
+def boot(path, size, v=5, slots=2, inbound=2, slot_size=64, record=True):
+    """A fresh core with the outbox at path attached (reloaded)."""
+    r = Rig(v, slots, inbound, slot_size, record)
     ob = Outbox(path, size)
     ob.attach(r.s)
     return r, ob
 
 
+def table(c):
+    """The core's flows in publish order: (packet id, state, PUBLISH bytes)."""
+    res = []
+    for k in range(c.n):
+        i = c.order[k]
+        s = c.start[i]
+        res.append((c.pid[i], c.state[i], bytes(c.img[i][s:s + c.size[i]])))
+    return res
+
+
 def state(r, ob):
-    """What a reboot must keep: slots in publish order as (packet id, state,
-    PUBLISH bytes), the backlog (count, first record seq), inbound ids."""
-    s = r.s
-    live = []
-    for i in range(s.slots):
-        if s.s_state[i]:
-            o = i * s.slot_size
-            live.append((s.s_seq[i], s.s_pid[i], s.s_state[i], bytes(s.store[o:o + s.s_len[i]])))
-    live.sort()
-    return ([x[1:] for x in live], ob.backlog, ob.bl_seq, sorted([p for p in s.in_pid if p]))
+    """What a reboot must keep: the table in publish order, the backlog
+    (count, first record seq), the inbound ids."""
+    return (table(r.s), ob.backlog, ob.bl_seq, sorted([p for p in r.s.in_pid if p]))
 
 
 def read_all(path):
@@ -126,7 +199,7 @@ def durable_points(log):
 
 
 def broker_drain(r, out=None):
-    """Play the broker until the session sends nothing more: PUBACK each QoS 1
+    """Play the broker until the core sends nothing more: PUBACK each QoS 1
     PUBLISH, PUBREC each QoS 2 one, PUBCOMP each PUBREL. Returns the PUBLISH
     packets as (dup, qos, pid, topic, payload), in the order sent."""
     from _session_rig import ack, _PKT

@@ -1,14 +1,21 @@
-"""The scripted-broker rig shared by the session tests: broker packets built
-by frugalmqtt_host.packets, fed through the session's framer, and a write()
-that records every packet the session sends. Runs on CPython and MicroPython."""
+"""The scripted-broker rig shared by the session tests: a sans-I/O
+frugalmqtt.session.Session driven as a driver does it. Broker packets are
+built by frugalmqtt_host.packets and framed here, on the host side, into the
+session's rx (first byte in `first`) before packet(rl); the rig itself is the
+stream, its write() recording every packet the session sends. Runs on
+CPython and MicroPython.
+
+ref_client()/ref_read_all() keep the reference stack (frugalmqtt_host.ref,
+the old implementation) runnable the same way, for the differential test."""
+from array import array
 from _util import raises
+from frugalmqtt import session as S
+from frugalmqtt.props import build
+from frugalmqtt.err import MQTTError
 from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
 from frugalmqtt_host.ref import publish as P
-from frugalmqtt_host.ref import session as S
 from frugalmqtt_host.ref.base import ClientBase
-from frugalmqtt_host.ref.codec import MQTTError
-from frugalmqtt_host import codec as host
 from frugalmqtt_host import packets
 from frugalmqtt_host import server as SV
 # The broker's packets, under the names the session tests use
@@ -17,6 +24,7 @@ from frugalmqtt_host.packets import publish as pub  # noqa: F401
 
 BOTH = (4, 5)
 _PKT = P.Packet()
+_HOLD = 4  # core._HOLD: a stored message not sent on this connection
 
 
 def h(b):
@@ -37,6 +45,11 @@ def rel(pid):
     return b"\x62\x02" + u16(pid)
 
 
+def props(pairs, where=3):
+    """(id, value) pairs -> the raw property bytes the session takes."""
+    return build(pairs, where) if pairs else None
+
+
 def alias_of(packet, v=5):
     """The Topic Alias a PUBLISH carries (0: none) and its topic length."""
     t = SV.decode_packet(_PKT, packet, 0, len(packet), v)
@@ -49,25 +62,148 @@ def disconnect(reason=0):
     return packets.disconnect(5, reason)
 
 
-class Rig:
-    """A Session wired to a scripted broker: a write() that records each
-    packet, a fake millisecond clock, and callbacks that record."""
+def in_flight(s):
+    """QoS 1/2 messages sent on this connection and not yet acknowledged
+    (the table's flows that are not held back)."""
+    k = 0
+    for j in range(s.n):
+        if s.state[s.order[j]] != _HOLD:
+            k += 1
+    return k
 
-    def __init__(self, v=5, **sizes):
+
+def frame(s, data, off, end):
+    """Frame the packet at data[off:end] into s.rx / s.first and hand it to
+    s.packet(), as a driver does (lite.Publisher._read): a packet over our
+    Maximum Packet Size (fixed header counted) is refused before its body is
+    read [MQTT-3.1.2-24]. Returns the offset after it, or -1 when data holds
+    only part of it (a driver waits for more). Allocates nothing itself."""
+    if off + 2 > end:
+        return -1
+    first = data[off]
+    rl = 0
+    sh = 0
+    o = off + 1
+    while True:
+        if o >= end:
+            return -1
+        c = data[o]
+        o += 1
+        rl |= (c & 0x7F) << sh
+        sh += 7
+        if c < 0x80:
+            break
+        if sh == 28:
+            raise s._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
+    if rl + o - off > len(s.rx):
+        raise s._fail(0x95)
+    if o + rl > end:
+        return -1
+    s.first = first
+    r = s.rx
+    i = 0
+    while i < rl:
+        r[i] = data[o + i]
+        i += 1
+    s.packet(rl)
+    return o + rl
+
+
+class Capture:
+    """A session's stream for the heap-locked tests: write() copies each
+    packet into one fixed buffer (no new objects)."""
+
+    def __init__(self, size, count):
+        self.buf = bytearray(size)
+        self.ends = array("H", bytes(2 * count))
+        self.n = 0
+        self.used = 0
+
+    def write(self, buf, off, n):
+        b = self.buf
+        o = self.used
+        i = 0
+        while i < n:
+            b[o + i] = buf[off + i]
+            i += 1
+        self.used = o + n
+        self.ends[self.n] = o + n
+        self.n += 1
+        return n
+
+    def close(self):
+        pass
+
+    def clear(self):
+        self.n = 0
+        self.used = 0
+
+    def packets(self):
+        out = []
+        start = 0
+        for i in range(self.n):
+            out.append(bytes(self.buf[start:self.ends[i]]))
+            start = self.ends[i]
+        return out
+
+    def take(self):
+        out = self.packets()
+        self.clear()
+        return out
+
+
+class Input:
+    """Server bytes in one fixed buffer, framed into a session by drain()
+    without allocating."""
+
+    def __init__(self, size):
+        self.data = bytearray(size)
+        self.len = 0
+
+    def load(self, data):
+        self.data[0:len(data)] = data
+        self.len = len(data)
+
+    def drain(self, s):
+        o = 0
+        while 0 <= o < self.len:
+            o = frame(s, self.data, o, self.len)
+        self.len = 0
+
+
+class Rig:
+    """A Session wired to a scripted broker: the rig is its stream (write()
+    records each packet, close() counts), a fake millisecond clock, and
+    callbacks that record. keepalive and the sizes go to the Session, which
+    builds its CONNECT once."""
+
+    def __init__(self, v=5, keepalive=60, client_id="rig", **sizes):
         self.v = v
         self.t = 1000
         self.out = []
         self.done = []
         self.msgs = []
+        self.closed = 0
+        self.connects = 0
         self.fail_writes = False  # write() raises OSError, as a dead link does
-        self.s = S.Session("rig", self.write, v, clock=self.now, **sizes)
-        self.s.on_done = self.on_done
-        self.s.on_message = self.on_message
+        self.client_id = client_id
+        self.sizes = sizes
+        self.make(keepalive)
+
+    def make(self, keepalive):
+        s = self.s = S.Session(self.client_id, self.v, keepalive=keepalive, clock=self.now,
+                               **self.sizes)
+        s.on_done = self.on_done
+        s.on_message = self.on_message
 
     def write(self, buf, off, n):
         if self.fail_writes:
             raise OSError("link down")
         self.out.append(bytes(buf[off:off + n]))
+        return n
+
+    def close(self):
+        self.closed += 1
 
     def now(self):
         return self.t
@@ -83,25 +219,41 @@ class Rig:
         self.out = []
         return out
 
-    def feed(self, data):
-        """Bytes from the broker: every complete packet is handled in turn."""
-        f = self.s.framer
-        off = 0
-        types = []
-        while off < len(data):
-            off = host.feed(f, data, off, len(data))
-            if host.done(f):
-                types.append(self.s.receive())
-        return types
+    def in_flight(self):
+        return in_flight(self.s)
 
-    def up(self, clean=True, sp=False, props=None, keepalive=60):
+    def quota_left(self):
+        """Send quota left: the server's Receive Maximum (bounded by the
+        table) less the flows sent on this connection [MQTT-4.9.0-2]."""
+        return self.s.quota - in_flight(self.s)
+
+    def begin(self, clean=True):
+        """A new network connection: the session sends CONNECT."""
+        self.connects += 1
+        self.s.begin(self, clean)
+
+    def feed(self, data):
+        """Bytes from the broker: every complete packet is handled in turn,
+        while the connection is open (a driver reads nothing from a closed
+        stream)."""
+        off = 0
+        while off >= 0 and off < len(data) and self.s.sock is not None:
+            off = frame(self.s, data, off, len(data))
+
+    def up(self, clean=True, sp=False, props=None, keepalive=None):
         """A new network connection: CONNECT, then the broker's CONNACK.
-        Returns what the session sent after the CONNACK."""
-        self.s.connect(keepalive, clean)
+        Returns what the session sent after the CONNACK. A keep-alive other
+        than the session's is only possible before its first connection."""
+        if keepalive is not None and keepalive != self.s.keepalive:
+            assert not self.connects, "keepalive is fixed once connected"
+            m = self.s.manual_ack
+            self.make(keepalive)
+            self.s.manual_ack = m
+        self.begin(clean)
         sent = self.take()
         assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
         self.feed(connack(self.v, sp, 0, props))
-        assert self.s.connected
+        assert self.s.up
         return self.take()
 
     def protocol_error(self, data, reason):
@@ -112,8 +264,20 @@ class Rig:
         want = [bytes((0xE0, 1, reason))] if self.v == 5 else []
         got = self.take()
         assert got == want, "v%d: %r" % (self.v, hl(got))
-        assert not self.s.connected and not self.s.link
+        assert not self.s.up and self.s.sock is None
         return e
+
+
+def client(v, max_packet=1024, client_id="dev", **sizes):
+    """The new Session as a driver runs it, writing into the returned list:
+    (rig, rig.out). Feed it with read_all()."""
+    r = Rig(v, client_id=client_id, max_packet=max_packet, **sizes)
+    return r, r.out
+
+
+def read_all(c, data):
+    """Server bytes framed into the Session, as a driver reads them."""
+    c.feed(data)
 
 
 class Stream:
@@ -135,18 +299,18 @@ class Stream:
         return n
 
 
-def client(v, max_packet=1024, client_id="dev", **sizes):
-    """The full client's read path with no socket: a ClientBase whose session
-    writes into the returned list. Feed it with read_all()."""
+def ref_client(v, max_packet=1024, client_id="dev", **sizes):
+    """The reference stack's read path with no socket: a ClientBase whose
+    session writes into the returned list. Feed it with ref_read_all()."""
     c = ClientBase(client_id, "broker", version=v, max_packet=max_packet, **sizes)
     out = []
     c.s.write = lambda b, o, n: out.append(bytes(b[o:o + n]))
     return c, out
 
 
-def read_all(c, data):
+def ref_read_all(c, data):
     """Server bytes through ClientBase._read (which answers what the framer
-    refuses) and Session.receive, as client.MQTTClient._poll runs them."""
+    refuses) and Session.receive, as the old client ran them."""
     st = Stream(data)
     while c.s.link and c._read(st):
         c.s.receive()

@@ -1,269 +1,323 @@
-"""The hot path allocates nothing (docs/codec.md "Allocation").
+"""The device engine's hot paths allocate nothing (docs/codec.md "Allocation"):
+frugalmqtt.session.Session (the sans-I/O core with receiving and aliases)
+encoding PUBLISH at QoS 0/1/2 with properties and topic aliases, every ack
+it sends and receives, PINGREQ, inbound QoS 1/2 dispatch with properties
+read in place, and lite.Publisher's framing of whole packets.
 
 Under MicroPython no_alloc() locks the heap for the call, so any allocation
 fails the test; under CPython the same calls just run (and their results are
-still checked). Each function is called once before the locked call: the
-first call may intern strings or warm caches. Everything shared is built
-here at module level.
+still checked). Each path runs once before the locked call: the first call
+may intern strings or warm caches. Everything shared is built here at module
+level. Expected packets come from the host's encoders (frugalmqtt_host).
 """
+from array import array
 from _util import no_alloc, unhex
-from frugalmqtt_host.ref import codec, control, publish
+from _session_rig import frame, pub, ack, connack, Capture, Input
+from frugalmqtt import session as S
+from frugalmqtt import lite as L
+from frugalmqtt.props import build
 from frugalmqtt_host.ref import props as P
-from frugalmqtt_host import codec as host
-from frugalmqtt_host import server
 
-BUF = bytearray(512)
-PKT = publish.Packet()
+PUBACK = 4
+PUBREC = 5
+PUBREL = 6
+PUBCOMP = 7
+ACK_TYPES = (PUBACK, PUBREC, PUBREL, PUBCOMP)
 
 TOPIC = b"sensors/livingroom/t1"
-STR_TOPIC = "sensors/livingroom/t1"
+STR_TOPIC = "sensors/livingroom/t2"
 PAYLOAD = b'{"t": 21.5, "rh": 40}'
-PUB_PROPS = (
-    (P.MESSAGE_EXPIRY, 300),
-    (P.CONTENT_TYPE, b"application/json"),
-    (P.USER_PROPERTY, (b"unit", b"C")),
-    (P.USER_PROPERTY, (b"src", b"dev1")),
-    (P.CORRELATION_DATA, b"\x01\x02\x03\x04"),
-)
-STR_PROPS = (
-    (P.MESSAGE_EXPIRY, 300),
-    (P.CONTENT_TYPE, "application/json"),
-    (P.USER_PROPERTY, ("unit", "C")),
-    (P.USER_PROPERTY, ("src", "dev1")),
-    (P.CORRELATION_DATA, b"\x01\x02\x03\x04"),
-)
-ACK_PROPS = ((P.REASON_STRING, b"quota"), (P.USER_PROPERTY, (b"k", b"v")))
-ACK_TYPES = (codec.PUBACK, codec.PUBREC, codec.PUBREL, codec.PUBCOMP)
+PAIRS = [(P.MESSAGE_EXPIRY, 300), (P.CONTENT_TYPE, "application/json"),
+         (P.USER_PROPERTY, ("unit", "C")), (P.USER_PROPERTY, ("src", "dev1")),
+         (P.CORRELATION_DATA, b"\x01\x02\x03\x04")]
+PROPS = build(PAIRS)  # built once, reused by every publish
+ACK_PAIRS = [(P.REASON_STRING, "quota"), (P.USER_PROPERTY, ("k", "v"))]
 
 
-def _pub_q0():
-    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=0, props=PUB_PROPS, alias=3)
+NOW = [50000]
 
 
-def _pub_q1():
-    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=1, pid=7, props=PUB_PROPS,
-                                  alias=3)
+def clock():
+    return NOW[0]
 
 
-def _pub_q2():
-    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=2, pid=0xFFFF, retain=True,
-                                  dup=True, props=PUB_PROPS, alias=4)
+CAP = Capture(4096, 32)
+IN = Input(1024)
+DONE = array("i", bytes(4 * 8))  # pid, reason pairs
+DN = [0]
+GOT = array("i", bytes(4 * 12))  # what on_message read, see on_message()
 
 
-def _pub_alias_only():
-    return host.encode_publish(BUF, 0, 5, b"", PAYLOAD, qos=1, pid=8, props=PUB_PROPS, alias=3)
+def on_done(pid, reason):
+    DONE[DN[0]] = pid
+    DONE[DN[0] + 1] = reason
+    DN[0] += 2
 
 
-def _pub_v4_q1():
-    return host.encode_publish(BUF, 0, 4, TOPIC, PAYLOAD, qos=1, pid=9)
+def on_message(m):
+    """Reads the message and its properties in place, as an application may."""
+    pr = m.props
+    GOT[0] += 1
+    GOT[1] = m.pid
+    GOT[2] = m.qos
+    GOT[3] = 1 if m.topic_is(TOPIC) else 0
+    GOT[4] = m.payload_len
+    GOT[5] = pr.get_int(P.MESSAGE_EXPIRY, -1)
+    GOT[6] = pr.get_int(P.SUBSCRIPTION_ID, -1)
+    GOT[7] = pr.get_int(P.TOPIC_ALIAS, -1)
+    GOT[8] = 1 if pr.has(P.CONTENT_TYPE) else 0
+    GOT[9] = 1 if pr.has(P.CORRELATION_DATA) else 0
 
 
-def _pub_str():
-    return host.encode_publish(BUF, 0, 5, STR_TOPIC, PAYLOAD, qos=1, pid=10, props=STR_PROPS)
+def _session(v):
+    s = S.Session("na%d" % v, v, clock=clock, slots=4)
+    s.on_done = on_done
+    s.on_message = on_message
+    s.begin(CAP, True)
+    IN.load(connack(v, props=[(P.TOPIC_ALIAS_MAXIMUM, 8), (P.RECEIVE_MAXIMUM, 20)]
+                    if v == 5 else None))
+    IN.drain(s)
+    assert s.up
+    CAP.take()
+    return s
 
 
-def _locked_encode(fn):
-    """Warm up, then encode with the heap locked; both runs must agree.
-    Returns the packet."""
-    n = fn()
-    want = bytes(BUF[:n])
-    BUF[0:n] = bytes(n)
-    assert no_alloc(fn) == n
-    assert bytes(BUF[:n]) == want
-    return want
+S5 = _session(5)
+S4 = _session(4)
+PIDS = array("i", [0, 0])
 
 
-def _check_publish(data, v, qos, pid, alias, topic=TOPIC, props=PUB_PROPS):
-    assert server.decode_packet(PKT, data, 0, len(data), v) == codec.PUBLISH
-    assert PKT.qos == qos and PKT.pid == pid
-    assert host.topic_bytes(PKT) == topic and host.payload_bytes(PKT) == PAYLOAD
-    if v == 5:
-        items = host.props_items(PKT.props)
-        if alias:
-            assert items[0] == (P.TOPIC_ALIAS, alias)
-        assert PKT.props.get_int(P.MESSAGE_EXPIRY) == 300
-        assert PKT.props.get_bytes(P.CONTENT_TYPE) == b"application/json"
-        assert host.user_properties(PKT.props) == [("unit", "C"), ("src", "dev1")]
-        assert PKT.props.get_bytes(P.CORRELATION_DATA) == b"\x01\x02\x03\x04"
-        assert len(items) == len(props) + (1 if alias else 0)
+def _feed(s):
+    IN.drain(s)
 
 
-def test_encode_publish_qos0_v5():
-    _check_publish(_locked_encode(_pub_q0), 5, 0, 0, 3)
+def _locked_feed(s, data):
+    IN.load(data)
+    no_alloc(_feed, s)
+    return CAP.take()
 
 
-def test_encode_publish_qos1_v5():
-    _check_publish(_locked_encode(_pub_q1), 5, 1, 7, 3)
+def _publish(s, topic, qos, retain, props):
+    PIDS[0] = s.publish(topic, PAYLOAD, qos, retain, props)
 
 
-def test_encode_publish_qos2_v5():
-    data = _locked_encode(_pub_q2)
-    _check_publish(data, 5, 2, 0xFFFF, 4)
-    assert data[0] == 0x3D
+def _locked_publish(s, topic, qos, retain=False, props=PROPS):
+    """Warm up with the same call (topic aliases then known), then publish
+    locked; returns (packet id, the packets written)."""
+    _publish(s, topic, qos, retain, props)
+    CAP.take()
+    if qos:
+        _free(s, PIDS[0], qos)
+    no_alloc(_publish, s, topic, qos, retain, props)
+    return PIDS[0], CAP.take()
 
 
-def test_encode_publish_alias_without_topic_v5():
-    _check_publish(_locked_encode(_pub_alias_only), 5, 1, 8, 3, topic=b"")
+def _free(s, pid, qos):
+    """End a QoS 1/2 flow (unlocked)."""
+    v = s.v
+    if qos == 1:
+        IN.load(ack(v, PUBACK, pid))
+    else:
+        IN.load(ack(v, PUBREC, pid) + ack(v, PUBCOMP, pid))
+    IN.drain(s)
+    CAP.take()
+    DN[0] = 0
+
+
+# ---- encode: PUBLISH -------------------------------------------------------------------------
+
+def test_encode_publish_qos0_v5_alias_and_props():
+    pid, got = _locked_publish(S5, TOPIC, 0)
+    assert pid == 0 and got == [pub(5, b"", PAYLOAD, 0, props=PAIRS, alias=1)]
+
+
+def test_encode_publish_qos1_v5_and_puback():
+    pid, got = _locked_publish(S5, TOPIC, 1)
+    assert pid > 0 and got == [pub(5, b"", PAYLOAD, 1, pid, props=PAIRS, alias=1)]
+    assert _locked_feed(S5, ack(5, PUBACK, pid)) == []
+    assert list(DONE[:DN[0]]) == [pid, 0]
+    DN[0] = 0
+
+
+def test_encode_publish_qos2_v5_retain_and_its_acks():
+    pid, got = _locked_publish(S5, TOPIC, 2, True)
+    assert got == [pub(5, b"", PAYLOAD, 2, pid, True, props=PAIRS, alias=1)]
+    assert _locked_feed(S5, ack(5, PUBREC, pid)) == [ack(5, PUBREL, pid)]
+    assert _locked_feed(S5, ack(5, PUBCOMP, pid)) == []
+    assert list(DONE[:DN[0]]) == [pid, 0] and S5.pending() == 0
+    DN[0] = 0
+
+
+def test_encode_publish_new_alias_v5():
+    # the topic with its new alias, in the locked call itself
+    _publish(S5, b"na/warm", 0, False, PROPS)
+    no_alloc(_publish, S5, b"na/new", 0, False, PROPS)
+    got = CAP.take()
+    assert got[1:] == [pub(5, b"na/new", PAYLOAD, 0, props=PAIRS, alias=3)], got
+    assert got[0] == pub(5, b"na/warm", PAYLOAD, 0, props=PAIRS, alias=2)
 
 
 def test_encode_publish_qos1_v311():
-    data = _locked_encode(_pub_v4_q1)
-    _check_publish(data, 4, 1, 9, 0)
-    assert data[:2] == bytes((0x32, 2 + len(TOPIC) + 2 + len(PAYLOAD)))
+    pid, got = _locked_publish(S4, TOPIC, 1, False, None)
+    assert got == [pub(4, TOPIC, PAYLOAD, 1, pid)]
+    assert got[0][:2] == bytes((0x32, 2 + len(TOPIC) + 2 + len(PAYLOAD)))
+    _free(S4, pid, 1)
 
 
 def test_encode_publish_str_topic_and_props():
-    data = _locked_encode(_pub_str)
-    _check_publish(data, 5, 1, 10, 0, props=STR_PROPS)
+    pid, got = _locked_publish(S4, STR_TOPIC, 1, False, None)
+    assert got == [pub(4, STR_TOPIC, PAYLOAD, 1, pid)]
+    _free(S4, pid, 1)
+    pid, got = _locked_publish(S5, STR_TOPIC, 2, False, PROPS)
+    assert got[0] in (pub(5, b"", PAYLOAD, 2, pid, props=PAIRS, alias=k) for k in range(1, 9))
+    _free(S5, pid, 2)
 
 
-def _ack(v, ptype):
-    return publish.encode_ack(BUF, 0, v, ptype, 0x1234)
-
-
-def _ack_reason(ptype, reason):
-    return publish.encode_ack(BUF, 0, 5, ptype, 0x1234, reason)
-
-
-def _ack_props(ptype, reason):
-    return publish.encode_ack(BUF, 0, 5, ptype, 0x1234, reason, ACK_PROPS)
-
+# ---- encode: the acks we send, PINGREQ ---------------------------------------------------------
 
 def test_encode_acks_v311():
-    for ptype in ACK_TYPES:
-        _ack(4, ptype)
-        assert no_alloc(_ack, 4, ptype) == 4
-        assert bytes(BUF[:4]) == bytes((_first(ptype), 2, 0x12, 0x34))
+    IN.load(pub(4, TOPIC, b"1", 1, 0x1234) + pub(4, TOPIC, b"2", 2, 0x1235))
+    IN.drain(S4)  # warm
+    IN.load(ack(4, PUBREL, 0x1235))
+    IN.drain(S4)
+    CAP.take()
+    got = _locked_feed(S4, pub(4, TOPIC, b"1", 1, 0x1234) + pub(4, TOPIC, b"2", 2, 0x1235)
+                       + ack(4, PUBREL, 0x1235) + ack(4, PUBREC, 0x1236))
+    assert got == [unhex("40 02 12 34"), unhex("50 02 12 35"), unhex("70 02 12 35"),
+                   unhex("62 02 12 36")]
 
 
-def test_encode_acks_v5_with_reason_codes_and_props():
-    for ptype in ACK_TYPES:
-        rc = 0x92 if ptype >= codec.PUBREL else 0x97
-        first = _first(ptype)
-        _ack(5, ptype)
-        assert no_alloc(_ack, 5, ptype) == 4
-        _ack_reason(ptype, rc)
-        assert no_alloc(_ack_reason, ptype, rc) == 5
-        assert bytes(BUF[:5]) == bytes((first, 3, 0x12, 0x34, rc))
-        for reason in (0, rc):
-            n = _ack_props(ptype, reason)
-            assert no_alloc(_ack_props, ptype, reason) == n
-            assert server.decode_packet(PKT, BUF, 0, n, 5) == ptype
-            assert PKT.pid == 0x1234 and PKT.reason == reason
-            assert PKT.props.get_bytes(P.REASON_STRING) == b"quota"
-            assert host.user_properties(PKT.props) == [("k", "v")]
+def test_encode_acks_v5_with_reason_codes():
+    utf8 = [(P.PAYLOAD_FORMAT, 1)]
+    data = (pub(5, TOPIC, b"\xff", 1, 0x1234, props=utf8) + pub(5, TOPIC, b"\xff", 2, 0x1235, props=utf8)
+            + ack(5, PUBREL, 0x1236) + ack(5, PUBREC, 0x1237))
+    IN.load(data)
+    IN.drain(S5)  # warm
+    CAP.take()
+    assert _locked_feed(S5, data) == [unhex("40 03 12 34 99"), unhex("50 03 12 35 99"),
+                                      unhex("70 03 12 36 92"), unhex("62 03 12 37 92")]
+
+
+def _tick(s):
+    PIDS[1] = s.tick()
 
 
 def test_encode_pingreq():
-    control.encode_ping(BUF, 0, codec.PINGREQ)
-    assert no_alloc(control.encode_ping, BUF, 0, codec.PINGREQ) == 2
-    assert bytes(BUF[:2]) == unhex("C0 00")
+    s = _session(5)
+    NOW[0] += 60000
+    _tick(s)  # warm
+    IN.load(b"\xd0\x00")
+    IN.drain(s)
+    CAP.take()
+    NOW[0] += 60000
+    no_alloc(_tick, s)
+    assert CAP.take() == [unhex("C0 00")] and PIDS[1] == 30000
+    assert _locked_feed(s, b"\xd0\x00") == []
 
 
-# ---- decode --------------------------------------------------------------------------------
-
-def _build(fn, *args, **kw):
-    b = bytearray(300)
-    n = fn(b, 0, *args, **kw)
-    return b, n
-
+# ---- decode: what the server sends -------------------------------------------------------------
 
 # A received 5.0 QoS 1 PUBLISH with properties (as a broker would send it:
-# a subscription identifier too), and received acks, each a whole packet.
-RX_PUB, RX_PUB_N = _build(host.encode_publish, 5, TOPIC, PAYLOAD, qos=1, pid=0x4321,
-                          props=PUB_PROPS + ((P.SUBSCRIPTION_ID, 200), (P.SUBSCRIPTION_ID, 3)),
-                          alias=2)
+# subscription identifiers too) and a new topic alias, then a QoS 2 one by
+# that alias alone.
+RX_PUB = (pub(5, TOPIC, PAYLOAD, 1, 0x4321, props=PAIRS + [(P.SUBSCRIPTION_ID, 200),
+                                                            (P.SUBSCRIPTION_ID, 3)], alias=2)
+          + pub(5, b"", PAYLOAD, 2, 0x4322, props=[(P.SUBSCRIPTION_ID, 7)], alias=2)
+          + ack(5, PUBREL, 0x4322))
 
 
-def _first(t):
-    return (t << 4) | (2 if t == codec.PUBREL else 0)
+def test_decode_inbound_publish_with_properties():
+    IN.load(RX_PUB)
+    IN.drain(S5)  # warm
+    CAP.take()
+    for i in range(len(GOT)):
+        GOT[i] = 0
+    got = _locked_feed(S5, RX_PUB)
+    assert S5.callback_error is None  # on_message ran without a MemoryError
+    assert got == [unhex("40 02 43 21"), unhex("50 02 43 22"), unhex("70 02 43 22")]
+    # the second message, read by alias; the first message's reads below
+    assert list(GOT[:10]) == [2, 0x4322, 2, 1, len(PAYLOAD), -1, 7, 2, 0, 0]
 
 
-# (protocol level, type, whole packet): every ack in every accepted form
-RX_ACKS = []
-for _t in ACK_TYPES:
-    _rc = 0x92 if _t >= codec.PUBREL else 0x10
-    _f = _first(_t)
-    RX_ACKS.append((4, _t, bytearray(unhex("%02X 02 12 34" % _f))))
-    RX_ACKS.append((5, _t, bytearray(unhex("%02X 02 12 34" % _f))))
-    RX_ACKS.append((5, _t, bytearray(unhex("%02X 03 12 34 %02X" % (_f, _rc)))))
-    RX_ACKS.append((5, _t, bytearray(unhex("%02X 04 12 34 %02X 00" % (_f, _rc)))))
-    _b, _n = _build(publish.encode_ack, 5, _t, 0x1234, _rc, ACK_PROPS)
-    RX_ACKS.append((5, _t, _b[:_n]))
-
-
-def _header_len(buf):
-    c = codec.Cur()
-    c.set(buf, 1, len(buf))
-    rl = c.vbi()
-    return c.pos, rl
-
-
-def test_decode_publish_with_properties():
-    off, rl = _header_len(RX_PUB[:RX_PUB_N])
-    end = off + rl
-    first = RX_PUB[0]
-    assert control.decode(PKT, first, RX_PUB, off, end, 5) == codec.PUBLISH
-    assert no_alloc(control.decode, PKT, first, RX_PUB, off, end, 5) == codec.PUBLISH
-    assert PKT.pid == 0x4321 and PKT.qos == 1
-    assert bytes(RX_PUB[PKT.topic:PKT.topic + PKT.topic_len]) == TOPIC
-    assert bytes(RX_PUB[PKT.data:PKT.data + PKT.data_len]) == PAYLOAD
-    assert PKT.props.n_user == 2 and PKT.props.n_subid == 2
-    assert PKT.props.get_int(P.TOPIC_ALIAS) == 2 and PKT.props.get_int(P.SUBSCRIPTION_ID) == 200
-    assert PKT.props.get_bytes(P.CORRELATION_DATA) == b"\x01\x02\x03\x04"
-
-
-def _props_lookup():
-    # Reading integer properties of the decoded packet does not allocate either.
-    pr = PKT.props
-    return pr.get_int(P.MESSAGE_EXPIRY) + pr.get_int(P.TOPIC_ALIAS) + (1 if pr.has(P.CONTENT_TYPE) else 0)
+def _lookup():
+    pr = S5.props
+    return pr.get_int(P.MESSAGE_EXPIRY) + pr.get_int(P.TOPIC_ALIAS) + pr.get_int(P.SUBSCRIPTION_ID) \
+        + (1 if pr.has(P.CONTENT_TYPE) else 0)
 
 
 def test_props_integer_lookup():
-    off, rl = _header_len(RX_PUB[:RX_PUB_N])
-    control.decode(PKT, RX_PUB[0], RX_PUB, off, off + rl, 5)
-    assert _props_lookup() == 303
-    assert no_alloc(_props_lookup) == 303
+    IN.load(RX_PUB[:len(RX_PUB) - len(pub(5, b"", PAYLOAD, 2, 0x4322, props=[(P.SUBSCRIPTION_ID, 7)],
+                                          alias=2)) - 4])
+    IN.drain(S5)
+    CAP.take()
+    assert GOT[5] == 300 and GOT[6] == 200 and GOT[7] == 2 and GOT[8] == GOT[9] == 1
+    assert _lookup() == 300 + 2 + 200 + 1
+    assert no_alloc(_lookup) == 503
+
+
+def _ack_forms(v, t, pid):
+    """Every accepted form of an ack."""
+    f = (t << 4) | (2 if t == PUBREL else 0)
+    rc = 0x92 if t >= PUBREL else 0x10
+    hi = pid >> 8
+    lo = pid & 0xFF
+    if v == 4:
+        return [bytes((f, 2, hi, lo))]
+    return [bytes((f, 2, hi, lo)), bytes((f, 3, hi, lo, rc)), bytes((f, 4, hi, lo, rc, 0)),
+            ack(5, t, pid, rc, ACK_PAIRS)]
 
 
 def test_decode_each_ack():
-    assert len(RX_ACKS) == 20
-    for v, ptype, data in RX_ACKS:
-        end = len(data)
-        off = 2
-        assert control.decode(PKT, data[0], data, off, end, v) == ptype
-        assert no_alloc(control.decode, PKT, data[0], data, off, end, v) == ptype
-        assert PKT.pid == 0x1234
-        if end > 4:
-            assert PKT.reason == (0x92 if ptype >= codec.PUBREL else 0x10)
-        if end > 8:
-            assert PKT.props.get_bytes(P.REASON_STRING) == b"quota"
+    # Each form of each ack ends (or moves) a real flow, locked
+    n = 0
+    for s in (S4, S5):
+        v = s.v
+        for t in ACK_TYPES:
+            for data in _ack_forms(v, t, 1):
+                if t == PUBREL:  # an inbound QoS 2 message waits for it
+                    pid = 0x777
+                    IN.load(pub(v, TOPIC, b"x", 2, pid))
+                    IN.drain(s)
+                    want = [ack(v, PUBCOMP, pid)]
+                else:
+                    pid = s.publish(TOPIC, PAYLOAD, 1 if t == PUBACK else 2)
+                    if t == PUBCOMP:
+                        IN.load(ack(v, PUBREC, pid))
+                        IN.drain(s)
+                    want = [ack(v, PUBREL, pid)] if t == PUBREC else []
+                CAP.take()
+                b = bytearray(data)
+                b[2] = pid >> 8
+                b[3] = pid & 0xFF
+                DN[0] = 0
+                got = _locked_feed(s, bytes(b))
+                assert got == want, (v, t, data)
+                if t == PUBACK or t == PUBCOMP:
+                    assert list(DONE[:2]) == [pid, data[4] if len(data) > 4 else 0]
+                elif t == PUBREC:
+                    _free(s, pid, 2)  # its PUBCOMP, unlocked
+                n += 1
+    assert n == 4 + 16 and S4.pending() == 0 and S5.pending() == 0
 
 
-# ---- host.read_from (a Framer) ---------------------------------------------------------------
+# ---- lite.Publisher's framing --------------------------------------------------------------
 
-class PreloadedStream:
-    """A stream over a preloaded bytearray whose readinto copies byte by byte
-    (no slices, no new objects)."""
+class Preloaded:
+    """A blocking stream over preloaded bytes: readinto copies byte by byte
+    (no slices, no new objects); write() discards."""
 
     def __init__(self, data):
         self.data = bytearray(data)
-        self.end = len(self.data)
-        self.pos = 0
-
-    def rewind(self):
         self.pos = 0
 
     def readinto(self, buf, n=-1):
         if n < 0 or n > len(buf):
             n = len(buf)
-        p = self.pos
-        k = self.end - p
-        if k <= 0:
-            return None
+        k = len(self.data) - self.pos
         if k > n:
             k = n
         d = self.data
+        p = self.pos
         i = 0
         while i < k:
             buf[i] = d[p + i]
@@ -271,104 +325,41 @@ class PreloadedStream:
         self.pos = p + k
         return k
 
+    def write(self, buf, off, n):
+        return n
 
-RX_STREAM = PreloadedStream(bytes(RX_PUB[:RX_PUB_N]) + unhex("40 03 12 34 10") + unhex("D0 00"))
-FRAMER = codec.Framer(256)
-
-
-def _read():
-    return host.read_from(FRAMER, RX_STREAM)
+    def close(self):
+        pass
 
 
-def _decode_framed():
-    f = FRAMER
-    return control.decode(PKT, f.first, f.buf, 0, f.rl, 5)
+LITE = L.Publisher("na", "broker", rx_size=128, clock=clock)
+LITE_T = array("i", [0, 0])
+LITE_LENS = (len(ack(5, PUBACK, 1, 0x10)) - 2, 0, 100 + 2 + 1 + 2 + 1, 2)
 
 
-def test_framer_read_from_and_decode():
-    # warm-up pass over the whole stream
-    for t in (codec.PUBLISH, codec.PUBACK, codec.PINGRESP):
-        assert _read() is True and _decode_framed() == t
-    assert _read() is False
-    RX_STREAM.rewind()
-    # locked pass
-    assert no_alloc(_read) is True
-    assert no_alloc(_decode_framed) == codec.PUBLISH
-    assert PKT.pid == 0x4321 and bytes(FRAMER.buf[PKT.data:PKT.data + PKT.data_len]) == PAYLOAD
-    assert no_alloc(_read) is True
-    assert no_alloc(_decode_framed) == codec.PUBACK
-    assert PKT.pid == 0x1234 and PKT.reason == 0x10
-    assert no_alloc(_read) is True
-    assert no_alloc(_decode_framed) == codec.PINGRESP
-    assert no_alloc(_read) is False  # nothing more available now
-    RX_STREAM.rewind()
+def _lite_stream(pid):
+    return Preloaded(ack(5, PUBACK, pid, 0x10) + b"\xd0\x00" + pub(5, b"t", bytes(100), 1, 9)
+                     + ack(5, PUBREL, 3))
 
 
-# ---- Framer.read_packet ----------------------------------------------------------------------
-
-class PiecewiseStream(PreloadedStream):
-    """Like PreloadedStream, but the data becomes readable in pieces: at each
-    cut, readinto returns None once (nothing available now)."""
-
-    def __init__(self, data, cuts):
-        PreloadedStream.__init__(self, data)
-        self.cuts = bytearray(cuts)  # offsets < 256
-        self.k = 0
-        self.paused = False
-
-    def rewind(self):
-        self.pos = 0
-        self.k = 0
-        self.paused = False
-
-    def readinto(self, buf, n=-1):
-        if n < 0 or n > len(buf):
-            n = len(buf)
-        if self.k < len(self.cuts):
-            stop = self.cuts[self.k]
-            if self.pos == stop:
-                if not self.paused:
-                    self.paused = True
-                    return None
-                self.paused = False
-                self.k += 1
-                if self.k < len(self.cuts):
-                    stop = self.cuts[self.k]
-                else:
-                    stop = self.end
-            if n > stop - self.pos:
-                n = stop - self.pos
-        return PreloadedStream.readinto(self, buf, n)
+def _lite_read():
+    LITE_T[1] = LITE._read()
+    LITE.packet(LITE_T[1])
 
 
-BIG_PUB, BIG_PUB_N = _build(host.encode_publish, 5, TOPIC, bytes(range(120)), qos=1,
-                            pid=0x4321)
-# max_packet 200: chunks of 128 bytes, so BIG_PUB (more than 128) is read
-# head first, then its rest; cut in pieces it is gathered at buf[0:]
-PW_DATA = (unhex("40 02 00 01") + bytes(BIG_PUB[:BIG_PUB_N]) + unhex("40 02 00 02")
-           + bytes(RX_PUB[:RX_PUB_N]) + unhex("D0 00"))
-PW_STREAM = PiecewiseStream(PW_DATA, (2, 30, 60, 61, 140, 150))
-PW_FRAMER = codec.Framer(200)
-PW_TYPES = (codec.PUBACK, codec.PUBLISH, codec.PUBACK, codec.PUBLISH, codec.PINGRESP)
-
-
-def _pw_take():
-    """read_packet until the next packet; None when the stream ran dry."""
-    while True:
-        if PW_FRAMER.read_packet(PW_STREAM):
-            f = PW_FRAMER
-            return control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5)
-        if PW_STREAM.pos == PW_STREAM.end:
-            return None
-
-
-def test_framer_read_packet_allocates_nothing():
-    assert BIG_PUB_N > PW_FRAMER.c
+def test_lite_read_whole_packets_allocates_nothing():
+    # a PUBACK with a reason code, PINGRESP, a QoS 1 PUBLISH, a PUBREL:
+    # framed by lite's _read() and handled, once unlocked, then locked
     for locked in (False, True):
-        PW_STREAM.rewind()
-        PW_FRAMER.reset()
-        for t in PW_TYPES:
-            assert (no_alloc(_pw_take) if locked else _pw_take()) == t
-            if t == codec.PUBLISH and PKT.pid == 0x4321 and PKT.data_len == 120:
-                assert bytes(PKT.buf[PKT.data:PKT.data + PKT.data_len]) == bytes(range(120))
-        assert (no_alloc(_pw_take) if locked else _pw_take()) is None
+        LITE.begin(Preloaded(connack(5)), True)
+        _lite_read()
+        assert LITE.up
+        pid = LITE.publish(b"t", b"x", 1)
+        LITE.sock = _lite_stream(pid)  # the same connection's next bytes
+        for k in range(4):
+            if locked:
+                no_alloc(_lite_read)
+            else:
+                _lite_read()
+            assert LITE_T[1] == LITE_LENS[k], (k, LITE_T[1])
+        assert LITE.pending() == 0 and LITE.up

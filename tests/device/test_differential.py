@@ -1,6 +1,9 @@
 """The differential test: one list of scripted scenarios (server bytes in,
 client bytes out) run against every implementation of the client protocol,
-here the full client's `Session` and the publish-only `lite.Publisher`.
+here the reference stack's `Session` (frugalmqtt_host.ref, the old
+implementation kept as an independent reference), the device's full engine
+`frugalmqtt.session.Session` (the sans-I/O core with receiving and aliases)
+and the publish-only `lite.Publisher` (the core under a blocking driver).
 
 Each implementation is reached through a driver with the same calls:
 connect(clean, server_bytes), publish(topic, payload, qos, retain),
@@ -8,14 +11,15 @@ server(bytes), tick(ms), lost(), disconnect(reason), plus sent() (the
 packets written since the last call), done (the on_done calls) and
 connected(). `run()` plays a scenario through a driver and returns one
 outcome string per step: what the call returned or raised, the packets sent,
-on_done calls, and whether the connection is still up. A new implementation
-(the sans-I/O core) adds its driver to DRIVERS; everything else stays.
+on_done calls, and whether the connection is still up.
 
-The outcomes must be equal, step by step, except where DIVERGENCES lists the
-step: each row names the scenario and step, what each side does (its exact
-outcome, checked), the rule and its spec id. The spec's answer is Session's
-in every row (tests/device/test_spec_decisions.py holds one test per
-decision); the rows are lite's to remove, and the table may only shrink.
+The outcomes must be equal, step by step, except where a table lists the
+step: DIVERGENCES (reference against lite) and CORE_DIVERGENCES (reference
+against the device's Session); each row names the scenario and step, what
+each side does (its exact outcome, checked), the rule and its spec id. The
+spec's answer is the reference's in every row (tests/device/
+test_spec_decisions.py holds one test per decision); the tables may only
+shrink, and both are empty.
 API_CONVENTIONS lists the steps where the two profiles differ by design
 (see docs/protocol-decisions.md: a publisher keeps no inbound QoS 2 state).
 
@@ -25,6 +29,7 @@ own buffer sizes in its properties. Runs on CPython and MicroPython.
 """
 import errno
 from _session_rig import pub, ack, connack, disconnect, h, client, read_all
+from _session_rig import ref_client, ref_read_all
 from _lite_rig import Peer, Lite
 from frugalmqtt_host.ref import control as C
 from frugalmqtt_host import server as SV
@@ -32,6 +37,7 @@ from frugalmqtt_host.ref import props as PR
 from frugalmqtt_host.ref import publish as P
 from frugalmqtt import lite as L
 from frugalmqtt_host.ref import session as S
+from frugalmqtt import session as NS
 from frugalmqtt.err import MQTTError, ServerError
 
 _PKT = P.Packet()
@@ -53,16 +59,17 @@ def _connect_fields(packet, v):
 # ---- drivers ----------------------------------------------------------------------------------
 
 class SessionDriver:
-    """Session as the full client runs it: bytes framed by ClientBase._read
-    (which also answers what the framer refuses), handled by receive()."""
+    """The reference Session as the old full client ran it: bytes framed by
+    ClientBase._read (which also answers what the framer refuses), handled
+    by receive()."""
 
     def __init__(self, v, client_id="dev", keepalive=60):
         self.v = v
         self.keepalive = keepalive
         self.t = 1000
         self.done = []
-        self.c, self.out = client(v, RX, client_id, clock=self.now, slots=SLOTS, slot_size=256,
-                                  aliases_in=0)
+        self.c, self.out = ref_client(v, RX, client_id, clock=self.now, slots=SLOTS,
+                                      slot_size=256, aliases_in=0)
         self.s = self.c.s
         self.s.on_done = self.on_done
 
@@ -90,7 +97,7 @@ class SessionDriver:
         return "FULL" if r == S.WINDOW_FULL else r
 
     def server(self, data):
-        read_all(self.c, data)
+        ref_read_all(self.c, data)
 
     def tick(self, ms):
         self.t += ms
@@ -101,6 +108,46 @@ class SessionDriver:
 
     def disconnect(self, reason):
         self.s.disconnect(reason)
+
+
+class CoreSessionDriver(SessionDriver):
+    """The device's frugalmqtt.session.Session (sans-I/O core, receiving,
+    aliases) with the server's bytes framed as a driver frames them
+    (_session_rig.frame: a packet over our Maximum Packet Size refused from
+    its fixed header). keepalive is the Session's, fixed at construction;
+    sent(), on_done() and disconnect() are the reference driver's."""
+
+    def __init__(self, v, client_id="dev", keepalive=60):
+        self.done = []
+        self.c, self.out = client(v, RX, client_id, keepalive=keepalive, slots=SLOTS,
+                                  slot_size=256, aliases_in=0)
+        self.s = self.c.s
+        self.s.on_done = self.on_done
+
+    def now(self):
+        return self.c.t
+
+    def connected(self):
+        return self.s.up
+
+    def connect(self, clean, data):
+        self.c.begin(clean)
+        self.server(data)
+        return "sp=%d" % self.s.sp if self.s.up else None
+
+    def publish(self, topic, payload, qos, retain):
+        r = self.s.publish(topic, payload, qos, retain)
+        return "FULL" if r == NS.FULL else r
+
+    def server(self, data):
+        read_all(self.c, data)
+
+    def tick(self, ms):
+        self.c.t += ms
+        self.s.tick()
+
+    def lost(self):
+        self.s.close()
 
 
 class LiteDriver:
@@ -167,7 +214,7 @@ class LiteDriver:
         self.p.disconnect(reason)
 
 
-DRIVERS = (SessionDriver, LiteDriver)
+DRIVERS = (SessionDriver, CoreSessionDriver, LiteDriver)
 
 
 def _result(fn, *args):
@@ -482,37 +529,54 @@ API_CONVENTIONS = (
 )
 
 
+# (scenario, step, the reference's outcome, the device Session's outcome):
+# none. The device's engine gives the reference's answer everywhere.
+CORE_DIVERGENCES = ()
+
+
 def _rows(table):
     return dict(((r[0], r[1]), (r[-2], r[-1])) for r in table)
 
 
-def test_differential_session_and_lite_agree_except_the_known_divergences():
-    """Equal outcomes step by step, except the listed steps, where each side
-    does exactly what its row says; every row still happens (the table can
-    only shrink: a row lite no longer needs fails here until removed)."""
-    known = _rows(DIVERGENCES)
-    known.update(_rows(API_CONVENTIONS))
+def _agree(theirs_class, known):
+    """Equal outcomes step by step between the reference and theirs_class,
+    except the listed steps, where each side does exactly what its row says;
+    every row still happens (a table can only shrink: a row no longer
+    needed fails here until removed)."""
     seen = set()
+    name = theirs_class.__name__
     for sc in SCENARIOS:
         ours = run(SessionDriver, sc)
-        theirs = run(LiteDriver, sc)
+        theirs = run(theirs_class, sc)
         assert len(ours) == len(theirs) == len(sc[2]), sc[0]
         for i in range(len(ours)):
             row = known.get((sc[0], i))
             if row is None:
-                assert ours[i] == theirs[i], "%s step %d %r:\n  Session: %s\n  lite:    %s" % (
-                    sc[0], i, sc[2][i][0], ours[i], theirs[i])
+                assert ours[i] == theirs[i], "%s step %d %r:\n  reference: %s\n  %s: %s" % (
+                    sc[0], i, sc[2][i][0], ours[i], name, theirs[i])
             else:
                 seen.add((sc[0], i))
-                assert (ours[i], theirs[i]) == row, "%s step %d: now\n  Session: %s\n  lite:    %s" % (
-                    sc[0], i, ours[i], theirs[i])
+                assert (ours[i], theirs[i]) == row, "%s step %d: now\n  reference: %s\n  %s: %s" % (
+                    sc[0], i, ours[i], name, theirs[i])
     stale = [k for k in known if k not in seen]
     assert not stale, "rows for steps that no longer exist: %r" % stale
 
 
+def test_differential_session_and_lite_agree_except_the_known_divergences():
+    known = _rows(DIVERGENCES)
+    known.update(_rows(API_CONVENTIONS))
+    _agree(LiteDriver, known)
+
+
+def test_differential_reference_and_device_session_agree():
+    """The device's full engine gives the reference's outcome at every step
+    of every scenario, except CORE_DIVERGENCES (empty)."""
+    _agree(CoreSessionDriver, _rows(CORE_DIVERGENCES))
+
+
 def test_differential_every_divergence_has_its_rule():
     names = [sc[0] for sc in SCENARIOS]
-    for row in DIVERGENCES:
+    for row in DIVERGENCES + CORE_DIVERGENCES:
         assert row[0] in names, row[0]
         spec, rule = RULES[row[0].split("/")[0]]
         assert spec and rule

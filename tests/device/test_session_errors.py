@@ -1,7 +1,7 @@
 """Sans-I/O tests of frugalmqtt.session: limits, refusals and protocol errors.
 
-A scripted broker (packets from the codec's encoders, fed through the
-session's framer) and a write() that records each packet, so every
+A scripted broker (packets from the host's encoders, framed into the
+session as a driver frames them, _session_rig) and a stream that records each packet, so every
 DISCONNECT and every packet *not* sent is checked byte for byte. MQTT 5.0
 (v=5) and, where the rule exists there, MQTT 3.1.1 (v=4); a protocol error
 sends DISCONNECT with its reason code on 5.0 and just closes on 3.1.1.
@@ -11,13 +11,15 @@ Runs unchanged on CPython and on the MicroPython unix port.
 from _util import raises, unhex
 from frugalmqtt_host.ref import codec
 from frugalmqtt_host.ref import props as PR
-from frugalmqtt_host.ref import session as S
 from frugalmqtt_host import codec as host
 from frugalmqtt_host import server as SV
-from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL
+from frugalmqtt.err import ServerError
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
                           alias_of, _PKT)
+from _session_rig import props as P
+from test_session_flows import SPARE
 
 
 def _after_close_nothing_sent(r):
@@ -39,7 +41,7 @@ def test_MQTT_3_2_2_4_session_present_after_clean_start_closes():
     # [U-4.13.1-a] [MQTT-4.8.0-1 v3.1.1]
     for v in BOTH:
         r = Rig(v)
-        r.s.connect(60, True)
+        r.begin(True)
         r.take()
         r.protocol_error(connack(v, sp=True), 0x82)
         _after_close_nothing_sent(r)
@@ -48,11 +50,11 @@ def test_MQTT_3_2_2_4_session_present_after_clean_start_closes():
 def test_MQTT_4_13_2_1_connack_refused_raises_server_error():
     for v, code in ((5, 0x87), (5, 0x9F), (4, 5)):
         r = Rig(v)
-        r.s.connect(60, True)
+        r.begin(True)
         r.take()
-        e = raises(S.ServerError, r.feed, connack(v, reason=code))
+        e = raises(ServerError, r.feed, connack(v, reason=code))
         assert e.args[0] == code
-        assert not r.s.connected
+        assert not r.s.up
         assert r.take() == []  # no DISCONNECT in reply to a refusal
         raises(OSError, r.s.publish, b"t", b"0", 0)
         assert r.take() == []
@@ -66,9 +68,9 @@ def test_MQTT_4_13_2_1_server_disconnect_raises_server_error():
     pid = r.s.publish(b"k", b"1", 1)
     r.take()
     for code in (0x8B, 0x9A, 0x9B, 0x00):
-        e = raises(S.ServerError, r.feed, disconnect(code))
+        e = raises(ServerError, r.feed, disconnect(code))
         assert e.args[0] == code
-        assert not r.s.connected and not r.s.link
+        assert not r.s.up and r.s.sock is None
         assert r.take() == []  # no DISCONNECT back
         assert r.up(clean=False, sp=True) == [pub(5, b"k", b"1", 1, pid, dup=True)]
 
@@ -121,9 +123,9 @@ def test_MQTT_3_2_2_15_maximum_packet_size_refused_locally():
         r = Rig(5)
         limit = host.size_publish(5, b"big/topic", b"x" * 40, qos, props)
         r.up(props=[(PR.MAXIMUM_PACKET_SIZE, limit)])
-        raises(ValueError, r.s.publish, b"big/topic", b"x" * 41, qos, False, props)
+        raises(ValueError, r.s.publish, b"big/topic", b"x" * 41, qos, False, P(props))
         assert r.take() == [] and r.s.pending() == 0
-        r.s.publish(b"big/topic", b"x" * 40, qos, False, props)  # exactly the limit
+        r.s.publish(b"big/topic", b"x" * 40, qos, False, P(props))  # exactly the limit
         got = r.take()
         assert len(got) == 1 and len(got[0]) == limit, hl(got)
 
@@ -146,7 +148,7 @@ def test_MQTT_3_2_2_15_maximum_packet_size_counts_the_topic_alias():
                 assert host.payload_bytes(_PKT) == payload
     # Same for the session's own transmit buffer: a message that fits tx_size
     # without an alias is sent, not refused
-    r = Rig(5, tx_size=40)
+    r = Rig(5, tx_size=40 + SPARE)  # a 40-byte packet at most
     r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
     payload = b"y" * (40 - host.size_publish(5, b"a/b", b""))
     r.s.publish(b"a/b", payload, 0)
@@ -158,10 +160,13 @@ def test_MQTT_3_3_4_6_subscription_identifier_in_publish_refused():
     for v in BOTH:
         r = Rig(v)
         r.up()
-        for qos in (0, 1, 2):
-            raises(ValueError, r.s.publish, b"s", b"p", qos, False, [(PR.SUBSCRIPTION_ID, 5)])
+        # PUBLISH properties are built (and checked) once, before any publish
+        raises(ValueError, P, [(PR.SUBSCRIPTION_ID, 5)])
         # Topic aliases are the session's to assign [MQTT-3.3.2-8]
-        raises(ValueError, r.s.publish, b"s", b"p", 1, False, [(PR.TOPIC_ALIAS, 1)])
+        raises(ValueError, P, [(PR.TOPIC_ALIAS, 1)])
+        # Both are fine where they belong: a SUBSCRIBE's id, a Topic Alias Maximum
+        assert P([(PR.SUBSCRIPTION_ID, 5)], 8) == b"\x0b\x05"
+        assert P([(PR.TOPIC_ALIAS_MAXIMUM, 1)], 1) == b"\x22\x00\x01"
         assert r.take() == [] and r.s.pending() == 0
 
 
@@ -185,10 +190,18 @@ def test_U_3_3_2_b_payload_format_invalid_acked_0x99_not_delivered():
     # Binary payloads (no indicator, or indicator 0) are not checked
     r.feed(pub(5, b"u", b"\xff", 1, 9) + pub(5, b"u", b"\xff", 1, 10, props=[(PR.PAYLOAD_FORMAT, 0)]))
     assert r.take() == [unhex("40 02 00 09"), unhex("40 02 00 0A")] and len(r.msgs) == 3
-    assert r.s.connected
+    assert r.s.up
     # Sending: a payload declared UTF-8 must be UTF-8
-    raises(ValueError, r.s.publish, b"u", b"\xff", 1, False, utf8)
+    for qos in (0, 1, 2):
+        raises(ValueError, r.s.publish, b"u", b"\xff", qos, False, P(utf8))
+    # ... wherever the indicator is among the properties
+    raises(ValueError, r.s.publish, b"u", b"\xc3\x28", 1, False,
+           P([(PR.USER_PROPERTY, ("a", "b")), (PR.PAYLOAD_FORMAT, 1)]))
     assert r.take() == [] and r.s.pending() == 0
+    pid = r.s.publish(b"u", b"caf\xc3\xa9", 1, False, P(utf8))
+    assert r.take() == [pub(5, b"u", b"caf\xc3\xa9", 1, pid, props=utf8)]
+    r.s.publish(b"u", b"\xff", 0, False, P([(PR.PAYLOAD_FORMAT, 0)]))  # binary: not checked
+    assert len(r.take()) == 1
 
 
 def test_MQTT_3_3_1_4_qos3_publish_is_malformed():
@@ -220,7 +233,7 @@ def test_U_3_3_4_a_inbound_topic_alias_0_or_above_our_maximum():
     r.protocol_error(bytes(zero), 0x94)
     # With no aliases announced, any alias is above the maximum
     r = Rig(5, aliases_in=0)
-    r.s.connect(60, True)
+    r.begin(True)
     (c,) = r.take()
     SV.decode_packet(_PKT, c, 0, len(c), 5)
     assert all(p[0] != PR.TOPIC_ALIAS_MAXIMUM or p[1] == 0 for p in _PKT.extra.props)
@@ -239,7 +252,7 @@ def test_U_3_3_4_c_unknown_inbound_alias_with_empty_topic():
 
 def test_U_3_3_4_d_inbound_receive_maximum_exceeded():
     r = Rig(5, inbound=2)
-    r.s.connect(60, True)
+    r.begin(True)
     (c,) = r.take()
     SV.decode_packet(_PKT, c, 0, len(c), 5)
     assert (PR.RECEIVE_MAXIMUM, 2) in _PKT.extra.props
@@ -266,7 +279,7 @@ def test_U_3_3_4_d_inbound_receive_maximum_exceeded():
     r.up()
     r.feed(pub(4, b"i", b"1", 2, 1) + pub(4, b"i", b"2", 2, 2) + pub(4, b"i", b"3", 2, 3))
     assert r.take() == [unhex("50 02 00 01"), unhex("50 02 00 02"), unhex("50 02 00 03")]
-    assert len(r.msgs) == 3 and r.s.connected
+    assert len(r.msgs) == 3 and r.s.up
 
 
 def test_MQTT_3_6_2_1_pubrec_for_unknown_id_gets_pubrel_not_found():
@@ -275,7 +288,7 @@ def test_MQTT_3_6_2_1_pubrec_for_unknown_id_gets_pubrel_not_found():
         r.up()
         r.feed(ack(v, PUBREC, 9))
         assert r.take() == [unhex("62 03 00 09 92" if v == 5 else "62 02 00 09")]
-        assert r.s.connected and r.done == []
+        assert r.s.up and r.done == []
 
 
 # ---- Closing ----------------------------------------------------------------------------------
@@ -290,7 +303,7 @@ def test_MQTT_3_14_4_1_nothing_sent_after_disconnect():
         r.take()
         r.s.disconnect()
         assert r.take() == [unhex("E0 00")]
-        assert not r.s.connected and not r.s.link
+        assert not r.s.up and r.s.sock is None
         p2 = _after_close_nothing_sent(r)
         # Bytes still buffered from the server get no answer either
         r.feed(pub(v, b"late", b"x", 1, 3))
@@ -311,7 +324,7 @@ def test_MQTT_3_1_2_23_write_failure_keeps_session_state():
         r.up(clean=False)
         r.fail_writes = True
         pid = r.s.publish(b"w", b"1", 1)
-        assert pid > 0 and not r.s.connected and r.s.pending() == 1
+        assert pid > 0 and not r.s.up and r.s.pending() == 1
         raises(OSError, r.s.publish, b"w", b"0", 0)
         r.fail_writes = False
         got = r.up(clean=False, sp=True)
@@ -332,6 +345,6 @@ def test_MQTT_3_1_2_20_missing_pingresp_raises_oserror():
         r.s.tick()  # just sent: no verdict yet
         r.t += 10000  # a whole keep-alive period without PINGRESP
         raises(OSError, r.s.tick)
-        assert not r.s.connected
+        assert not r.s.up
         r.s.tick()  # no connection: nothing to do
         assert r.take() == []

@@ -1,22 +1,25 @@
 """What a broken or malicious broker gets from Session: each case closed with
 the spec's reason code (DISCONNECT on 5.0, just closing on 3.1.1), a typed
 exception to the caller (MQTTError, ServerError), nothing delivered, nothing
-more sent. Scripted broker bytes through the session's framer, or through
-the client's read path (ClientBase._read) where the framer refuses a packet.
+more sent. Scripted broker bytes framed into the session as a driver frames them
+(_session_rig.frame: a packet over our Maximum Packet Size is refused from
+its fixed header).
 Runs unchanged on CPython and on the MicroPython unix port.
 """
 from _util import raises
 from frugalmqtt_host.ref import control as C
 from frugalmqtt_host.ref import props as PR
-from frugalmqtt_host.ref.codec import MQTTError, PUBACK, PUBREC, PUBREL
-from frugalmqtt.err import ServerError
+from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL
+from frugalmqtt.err import MQTTError, ServerError
+from frugalmqtt import session as S
 from _session_rig import BOTH, Rig, hl, pub, ack, connack, u16, client, read_all
+from _session_rig import props as P
 
 
 def _waiting(v, **sizes):
     """A Rig that sent CONNECT and waits for the CONNACK."""
     r = Rig(v, **sizes)
-    r.s.connect(60, True)
+    r.begin(True)
     r.take()
     return r
 
@@ -27,7 +30,7 @@ def test_MQTT_3_2_0_1_publish_before_connack_closes_and_delivers_nothing():
         for qos in (0, 1):
             r = _waiting(v)
             r.protocol_error(pub(v, b"early", b"x", qos, qos) + connack(v), 0x82)
-            assert r.msgs == [] and not r.s.connected
+            assert r.msgs == [] and not r.s.up
         for early in (ack(v, PUBACK, 1), b"\xd0\x00", b"\x90\x03\x00\x01\x00"):
             r = _waiting(v)
             r.protocol_error(early, 0x82)
@@ -73,12 +76,11 @@ def test_U_4_13_1_a_connack_authentication_never_asked_for():
     r = Rig(5)
     r.up()
     r.protocol_error(b"\xf0\x00", 0x82)  # AUTH
-    # Asked for: accepted
-    r = Rig(5)
-    r.s.connect(60, True, [(PR.AUTH_METHOD, "TOKEN"), (PR.AUTH_DATA, b"t")])
-    r.take()
-    r.feed(connack(5, props=[(PR.AUTH_METHOD, "TOKEN"), (PR.AUTH_DATA, b"ok")]))
-    assert r.s.connected
+    # The engine has no enhanced authentication: a CONNECT cannot ask for it
+    # (its properties refuse an Authentication Method or Data), so every
+    # CONNACK that carries them answers nothing we asked
+    for props in ([(PR.AUTH_METHOD, "TOKEN")], [(PR.AUTH_DATA, b"t")]):
+        raises(ValueError, P, props, 1)
 
 
 def test_MQTT_2_2_1_5_ack_with_packet_id_0_is_a_protocol_error():
@@ -146,7 +148,7 @@ def test_MQTT_1_5_4_1_invalid_utf8_in_connack_strings_is_malformed():
 def _client(v, max_packet):
     """The client's read path, CONNECT sent."""
     c, out = client(v, max_packet)
-    c.s.connect(60, True)
+    c.begin(True)
     del out[:]
     return c, out
 
@@ -159,27 +161,26 @@ def test_MQTT_3_1_2_24_publish_one_byte_over_our_maximum_packet_size():
         fit = pub(v, b"t", b"x" * (48 - len(pub(v, b"t", b"", 1, 1))), 1, 1)
         assert len(fit) == 48
         read_all(c, connack(v) + fit)
-        assert out == [b"\x40\x02\x00\x01"] and c.s.connected
+        assert out == [b"\x40\x02\x00\x01"] and c.s.up
         del out[:]
         over = pub(v, b"t", b"x" * (49 - len(pub(v, b"t", b"", 1, 1))), 1, 2)
         assert len(over) == 49
         e = raises(MQTTError, read_all, c, over)
         assert e.reason == 0x95
         assert out == ([b"\xe0\x01\x95"] if v == 5 else []), hl(out)
-        assert not c.s.connected and not c.s.link
+        assert not c.s.up and c.s.sock is None
 
 
 def test_MQTT_3_1_3_7_v311_empty_client_id_needs_a_clean_session():
     # Refused before anything is sent; 5.0 lets the server assign one
-    r = Rig(4)
-    r.s.client_id = ""
-    raises(ValueError, r.s.connect, 60, False)
-    assert r.take() == [] and not r.s.link
-    r.s.connect(60, True)
+    raises(ValueError, S.Session, "", 4, clean=False)
+    r = Rig(4, client_id="")  # built for clean sessions
+    raises(ValueError, r.begin, False)
+    assert r.take() == [] and r.s.sock is None
+    r.begin(True)
     assert len(r.take()) == 1
-    r = Rig(5)
-    r.s.client_id = ""
-    r.s.connect(60, False)
+    r = Rig(5, client_id="")
+    r.begin(False)
     assert len(r.take()) == 1
 
 
@@ -232,5 +233,5 @@ def test_hostile_bytes_raise_only_typed_errors():
                 read_all(c, bytes(data))
             except (MQTTError, ServerError):
                 n += 1
-                assert not c.s.link
+                assert c.s.sock is None
     assert n > 100  # most mutations break the stream

@@ -8,8 +8,7 @@ import gc
 import asyncio
 
 from frugalmqtt.aclient import AMQTTClient
-from frugalmqtt_host.ref.control import Will
-from frugalmqtt_host.ref.session import ServerError
+from frugalmqtt.err import ServerError
 
 MP = sys.implementation.name == "micropython"
 
@@ -90,12 +89,12 @@ async def _pubsub(host, port, tag, version, n):
     for q in (0, 1, 2):
         for i in range(n):
             pids.append(await a.publish(tag + "/ps/q%d" % q, b"%d-%d" % (q, i), q))
-            most_pending = max(most_pending, a.s.pending())
+            most_pending = max(most_pending, a.pending())
             await a.publish(tag + "/it/q%d" % q, b"it%d-%d" % (q, i), q)
-            most_pending = max(most_pending, a.s.pending())
+            most_pending = max(most_pending, a.pending())
     await a.publish(tag + "/it/end", b"it-end", 2)
     await a.flush()
-    assert a.s.pending() == 0
+    assert a.pending() == 0
     assert most_pending <= 2, most_pending
     assert pids[:n] == [0] * n
     assert all(p > 0 for p in pids[n:]), pids
@@ -139,7 +138,7 @@ async def _will(host, port, tag, version):
     _recorder(o, got)
     await o.connect()
     assert await o.subscribe(tag + "/will", 1) == 1
-    w = _client(host, port, tag + "-w", version, will=Will(tag + "/will", b"w-gone", 1))
+    w = _client(host, port, tag + "-w", version, will=(tag + "/will", b"w-gone", 1, False))
     await w.connect()
     await w.publish(tag + "/will", b"w-alive", 1)
     await w.flush()
@@ -186,7 +185,7 @@ async def _resume(host, port, tag, version):
     await p.flush()
     pid1 = await a.publish(tag + "/out", b"a-q1", 1)
     pid2 = await a.publish(tag + "/out", b"a-q2", 2)
-    assert pid1 and pid2 and a.s.pending() == 2
+    assert pid1 and pid2 and a.pending() == 2
     assert not a.connected
     assert await _until(lambda: a.connects == 2), a.last_error
     assert sp == [False, True], sp
@@ -201,6 +200,37 @@ async def _resume(host, port, tag, version):
     await p.publish(tag + "/late", b"late", 1)
     assert await _until(lambda: len(got) == 4), got
     assert sorted(g[1] for g in got[2:]) == [b"after", b"late"], got
+    await a.disconnect()
+    await p.disconnect()
+    return {"sp": sp, "connects": a.connects, "got": _text(got)}
+
+
+# ---- reconnect without a session: subscriptions made again --------------------------------
+
+def resubscribe(host, port, tag, version):
+    return asyncio.run(_resubscribe(host, port, tag, version))
+
+
+async def _resubscribe(host, port, tag, version):
+    """A clean-start client loses its link; the server has no session for
+    it after the reconnect, so the client subscribes again by itself: the
+    retained message comes to the new subscription (retain flag set)."""
+    got = []
+    sp = []
+    a = _client(host, port, tag + "-a", version)
+    _recorder(a, got)
+    a.on_connect = lambda present: sp.append(bool(present))
+    p = _client(host, port, tag + "-p", version)
+    await a.connect()
+    await p.connect()
+    assert await a.subscribe(tag + "/rt", 1) == 1
+    await p.publish(tag + "/rt", b"kept", 1, True)
+    await p.flush()
+    assert await _until(lambda: len(got) == 1), got
+    _break(a)
+    assert await _until(lambda: len(got) == 2), (got, a.last_error)
+    await p.publish(tag + "/rt", b"", 1, True)  # clear the retained message
+    await p.flush()
     await a.disconnect()
     await p.disconnect()
     return {"sp": sp, "connects": a.connects, "got": _text(got)}
@@ -330,3 +360,104 @@ async def _tls(host, port, tag, version, ca_der, other_der):
         refused = type(e).__name__
     assert refused and not bad.connected and bad.sock is None
     return {"received": len(got), "refused": refused}
+
+
+# ---- framing a packet split across TCP segments (a scripted broker) ------------------
+
+def framing(host, port, tag, version):
+    return asyncio.run(_framing(host, port, tag, version))
+
+
+async def _framing(host, port, tag, version):
+    """The scripted broker sends a PUBLISH in pieces with pauses between
+    them, then a fixed header announcing a packet larger than max_packet.
+    The loop keeps running while the pieces come (a ticker task counts),
+    the message arrives whole, the oversized one ends the connection."""
+    got = []
+    c = _client(host, port, tag + "-f", version, reconnect=False, max_packet=300)
+    _recorder(c, got)
+    ticks = [0]
+
+    async def ticker():
+        while True:
+            await _ms(10)
+            ticks[0] += 1
+
+    t = asyncio.create_task(ticker())
+    await c.connect()
+    assert await _until(lambda: got or not c.connected), "no message"
+    during = ticks[0]
+    assert await _until(lambda: not c.connected), "the oversized packet was taken"
+    t.cancel()
+    e = c.last_error
+    return {"got": _text(got), "ticks": during, "error": type(e).__name__,
+            "reason": getattr(e, "reason", None)}
+
+
+# ---- what receiving allocates (MicroPython) ----------------------------------------------
+
+def dispatch_alloc(host, port, tag, version, n=200, spaced=20):
+    return asyncio.run(_dispatch_alloc(host, port, tag, version, n, spaced))
+
+
+async def _dispatch_alloc(host, port, tag, version, n, spaced):
+    """on_message notes gc.mem_alloc() and the reader's waits for
+    readability so far at each message (into lists made before): the
+    difference between two messages is what was allocated between them.
+    First n QoS 1 messages queued for a persistent session arrive after the
+    reconnect in bursts: between messages handled at one wake-up, framing,
+    dispatch and PUBACK allocate nothing. Then, after "ready", the host
+    sends `spaced` QoS 0 messages with pauses, each a wake-up of its own:
+    what one wait allocates. The waits are counted by wrapping the
+    module's _readable (the same wait, and on MicroPython the same
+    allocation: one generator)."""
+    import frugalmqtt.aclient as A
+    waits = [0]
+    wait = A._readable
+    if MP:
+        def counted(link):
+            waits[0] += 1
+            yield A._core._io_queue.queue_read(link.sock)
+    else:
+        async def counted(link):
+            waits[0] += 1
+            await wait(link)
+    A._readable = counted
+    try:
+        return await _receive_bursts(host, port, tag, version, n, spaced, waits)
+    finally:
+        A._readable = wait
+
+
+async def _receive_bursts(host, port, tag, version, n, spaced, waits):
+    c = _client(host, port, tag + "-s", version, clean=False)
+    await c.connect()
+    assert await c.subscribe(tag + "/al", 1) == 1
+    await c.disconnect()
+    p = _client(host, port, tag + "-p", version, slots=16)
+    await p.connect()
+    for i in range(n):
+        await p.publish(tag + "/al", b"m%04d" % i, 1)
+    await p.flush()
+    await p.disconnect()
+    seen = [0] * (n + spaced)
+    woke = [0] * (n + spaced)
+    count = [0]
+    mem = gc.mem_alloc if MP else (lambda: 0)
+
+    def on_message(m):
+        i = count[0]
+        if i < n + spaced:
+            seen[i] = mem()
+            woke[i] = waits[0]
+        count[0] = i + 1
+
+    c.on_message = on_message
+    await c.connect()
+    assert await _until(lambda: count[0] >= n), count
+    await c.publish(tag + "/ready", b"ready", 1)
+    assert await _until(lambda: count[0] >= n + spaced), count
+    await c.disconnect()
+    # [bytes allocated, waits] between message i and i + 1
+    d = [[seen[i + 1] - seen[i], woke[i + 1] - woke[i]] for i in range(n + spaced - 1)]
+    return {"count": count[0], "burst": d[:n - 1], "spaced": d[n:]}

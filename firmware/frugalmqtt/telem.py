@@ -1,0 +1,25 @@
+# frugalmqtt.telem: the telemetry profile, lite.Publisher (publish-only,
+# blocking) with outbound topic aliases (alias.Aliases) and, optionally, the
+# outbox (outbox.Outbox: messages survive a reboot and wait in a file beyond
+# the slots). A class of its own, not an option of lite or of the full
+# client: a publish-only device holds neither the receiving code (recv,
+# mprops) nor the aliases it does not use.
+from .alias import Aliases
+from .lite import Publisher
+
+
+class Telemetry(Aliases, Publisher):
+    """lite.Publisher's arguments, plus aliases_out (topics that may get an
+    outbound alias, 5.0; with an outbox only QoS 0 messages use them) and
+    outbox (an outbox.Outbox, reloaded here). With an outbox, publish()
+    returns the packet id, or outbox.STORED when the message waits in the
+    file for a slot (it gets its id then); it waits only when the file is
+    full (OSError ETIMEDOUT after timeout_ms, ENOTCONN when the link is down:
+    not stored)."""
+
+    def __init__(self, *a, aliases_out=4, outbox=None, **kw):
+        Publisher.__init__(self, *a, **kw)
+        if self.v == 5:
+            self.ainit(aliases_out)
+        if outbox:
+            outbox.attach(self)  # reloads what the last run left unacknowledged
