@@ -152,12 +152,12 @@ romfs:
 	$(PY) tools/romfs.py $(PROFILE)
 
 # Put the telemetry firmware on a board and tail it:
-#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base] [CONFIG=path/config.json]
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=telemetry] [CONFIG=path/config.json]
 # (default boards/$(BOARD)/config.json; "$NAME" values come from the environment).
 # A running main.py is interrupted (Ctrl-C), so deploying again just works.
 PORT ?= /dev/ttyUSB0
 BOARD ?= esp32
-PROFILE ?= base
+PROFILE ?= telemetry
 CONFIG ?=
 .PHONY: deploy monitor
 deploy:

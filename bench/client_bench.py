@@ -30,9 +30,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
+import profiles  # noqa: E402
 import romfs  # noqa: E402
 FIRMWARE = REPO / "firmware" / "frugalmqtt"
-HOST = REPO / "frugalmqtt_host"
 MP_DIR = REPO / "bench" / "mp"
 RESULTS = REPO / "bench" / "results"
 CLIENT = "client"  # the full client: this module and everything it imports
@@ -210,7 +210,8 @@ def import_order(root):
         # inside a function body is lazy and not loaded with the module
         names = re.findall(r"^(?:    )?from \.(\w+) import", text, re.M)
         names += re.findall(r"^(?:    )?from \. import (\w+)", text, re.M)
-        deps[src.stem] = [n for n in dict.fromkeys(names) if n != src.stem]
+        deps[src.stem] = [n for n in dict.fromkeys(names)
+                          if n != src.stem and n not in profiles.HOST_ONLY]
     order = []
     seen = set()
 
@@ -293,10 +294,6 @@ def compile_all(mpy_cross, out):
         dst = pkg / (src.stem + ".mpy")
         subprocess.run([mpy_cross, "-o", str(dst), str(src)], check=True)
         sizes[src.stem] = dst.stat().st_size
-    host = out / "frugalmqtt_host"  # speed.py's raw socket loop frames with it
-    host.mkdir()
-    for src in sorted(HOST.glob("*.py")):
-        subprocess.run([mpy_cross, "-o", str(host / (src.stem + ".mpy")), str(src)], check=True)
     for src in sorted(MP_DIR.glob("*.py")):
         subprocess.run([mpy_cross, "-o", str(out / (src.stem + ".mpy")), str(src)], check=True)
     return sizes
@@ -331,14 +328,18 @@ def measure_alloc(mp, log):
     return res, calib, alias
 
 
-ROM_OF = {"full": "base", "pub": "base", "lite": "lite"}  # profile -> its install profile
+ROM_OF = {"full": "full", "pub": "full", "lite": "lite"}  # profile -> its install profile
 
 
-def measure_imports(mp, modules, roms):
+def measure_imports(mp, modules, roms, log=print):
     """Heap after import per profile; ("rom", profile): the same with the
-    modules in a ROMFS image (roms: {"base": image, "lite": image})."""
+    modules in a ROMFS image (roms: {"full": image, "lite": image}). The
+    telemetry profile is measured once its modules are in the tree."""
     out = {}
-    for p in ("full", "pub", "core", "lite", "liteprops"):
+    for p in ("full", "pub", "session", "lite", "liteprops", "telemetry"):
+        if p == "telemetry" and not profiles.available(p):
+            log("  imports telemetry: %s" % profiles.awaiting(p))
+            continue
         _, lines = mp.run("imports", p, *modules, net=False)
         out[p] = (int(pick(lines, "heap", p)[0]), pick(lines, "loaded", p)[0].split(","))
         if p == "full":
@@ -350,9 +351,9 @@ def measure_imports(mp, modules, roms):
 
 
 def rom_images(out):
-    """ROMFS images of the base and lite install profiles (tools/romfs.py)."""
+    """ROMFS images of the full and lite install profiles (tools/romfs.py)."""
     paths = {}
-    for profile in ("base", "lite"):
+    for profile in ("full", "lite"):
         paths[profile] = out / (profile + ".romfs")
         paths[profile].write_bytes(romfs.profile_image(profile))
     return paths
@@ -362,6 +363,8 @@ def heap_args(profile):
     """The heap run of a frugalmqtt profile: script and its arguments."""
     if profile == "lite":  # its own script, as small as a device's main.py
         return ("heap_lite", N_HEAP)
+    if profile == "telemetry":  # the same script: Telemetry with an outbox
+        return ("heap_lite", N_HEAP, 5, "telem")
     return ("heap", profile, N_HEAP)
 
 
@@ -524,7 +527,7 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
             "0 B/s", per <= T_ALLOC and locked)
     full_heap, full_mods = imports["full"]
     pub_heap, pub_mods = imports["pub"]
-    core_heap, core_mods = imports["core"]
+    ses_heap, ses_mods = imports["session"]
     lite_heap, lite_mods = imports["lite"]
     row("Heap after import, full client (%s)" % "+".join(full_mods), kb(full_heap),
         "≤ 16 KB", full_heap <= T_IMPORT_FULL)
@@ -537,8 +540,14 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
         "≤ 8 KB", lp_heap <= T_IMPORT_PUB)
     row("Heap after import, MQTTClient used for publishing only (pulls in %s)"
         % "+".join(pub_mods), kb(pub_heap), "≤ 8 KB (publish-only)", pub_heap <= T_IMPORT_PUB)
-    row("Heap after import, Session+Transport without client.py (%s)" % "+".join(core_mods),
-        kb(core_heap), "≤ 8 KB (publish-only)", core_heap <= T_IMPORT_PUB)
+    row("Heap after import, session.Session, the full engine without a driver (%s)"
+        % "+".join(ses_mods), kb(ses_heap), "≤ 16 KB (full)", ses_heap <= T_IMPORT_FULL)
+    if "telemetry" in imports:
+        tel_heap, tel_mods = imports["telemetry"]
+        row("Heap after import, telemetry profile (telem.Telemetry, outbox.Outbox, liteprops:"
+            " %s)" % "+".join(tel_mods), kb(tel_heap), "–", None)
+    else:
+        row("Heap after import, telemetry profile", profiles.awaiting("telemetry"), "–", None)
     rom_note = "– (the targets are for .mpy on the filesystem)"
     for p, label in (("full", "full client"), ("pub", "MQTTClient used for publishing only"),
                      ("lite", "publish-only profile (lite.Publisher)")):
@@ -554,6 +563,14 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
             "%d B (%s); of it held at the end %s, the client object with its buffers %s"
             % (size, kb(size), kb(held), kb(built)),
             "≤ %d KB" % (target // 1024), size <= target)
+    label = "Smallest `-X heapsize` for the same run, telemetry profile (telem.Telemetry with " \
+            "an 8 KB outbox, slots=8, max_packet=128)"
+    if "telemetry" in heap:
+        size, _, built, held = heap["telemetry"]
+        row(label, "%d B (%s); of it held at the end %s, the client object with its buffers "
+            "and the outbox %s" % (size, kb(size), kb(held), kb(built)), "–", None)
+    else:
+        row(label, profiles.awaiting("telemetry"), "–", None)
     for profile, label in (("lite", "publish-only profile (lite.Publisher)"),
                            ("full", "full (also subscribed)")):
         size, _, built, held = heap[("rom", profile)]
@@ -693,13 +710,15 @@ def main():
             mp = MP(micropython, build, "127.0.0.1", broker.port)
             log("client_bench: heap after import")
             roms = rom_images(tmp)
-            imports = measure_imports(mp, import_order(CLIENT), roms)
+            imports = measure_imports(mp, import_order(CLIENT), roms, log)
             log("client_bench: allocation per operation")
             alloc, calib, alias = measure_alloc(mp, log)
             log("client_bench: TCP_NODELAY")
             nodelay = measure_nodelay(mp)
             log("client_bench: smallest heap")
             heap = {p: measure_heap(mp, p, log) for p in ("lite", "pub", "full")}
+            if profiles.available("telemetry"):
+                heap["telemetry"] = measure_heap(mp, "telemetry", log)
             for p in ("lite", "full"):
                 heap[("rom", p)] = measure_heap(mp, p, log, rom=roms[ROM_OF[p]])
             log("client_bench: throughput")

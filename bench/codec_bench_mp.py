@@ -1,15 +1,17 @@
-# Codec micro-benchmark. Runs unchanged under MicroPython (MICROPYPATH=firmware:.
-# micropython bench/codec_bench_mp.py) and CPython (PYTHONPATH=firmware:.);
+# Codec micro-benchmark: the device's protocol core, sans-I/O. Runs unchanged
+# under MicroPython (MICROPYPATH=firmware) and CPython (PYTHONPATH=firmware);
 # bench/run.py runs it under both and parses the "@@RESULT" lines.
-# encode_publish (with its checks) is frugalmqtt_host's; it writes with the
-# device's publish.put_publish.
+# session.Session is the full client's engine without a driver (the core with
+# receiving and aliases): packets go to a stream that drops them, and the
+# server's packets are put in its receive buffer as a driver frames them.
 #
-# Operations (MQTT 5, protocol level 5):
-#   encode_publish / decode_publish: QoS 1 PUBLISH, topic b"sensors/dev1/temp",
-#     32-byte payload, one user property ("unit", "C") -> 66-byte packet
-#   encode_puback / decode_puback: PUBACK, short form (4 bytes)
-# Decoding goes through control.decode() on the body, as a client does after
-# codec.Framer has read the fixed header.
+# Operations (MQTT 5, protocol level 5; topic b"sensors/dev1/temp", 32-byte
+# payload, one user property ("unit", "C") built once with props.build()):
+#   publish_q0: Session.publish() at QoS 0: the PUBLISH encoded and written
+#   publish_q1_acked: a QoS 1 publish (stored in a slot, written), then its
+#     PUBACK handled (packet(): the slot freed)
+#   receive_q1: a QoS 1 PUBLISH from the server handled (packet(): parsed,
+#     properties checked, on_message called, PUBACK written)
 #
 # Rate: best of REPEATS timed loops of N calls (loop overhead included).
 # Allocation: MicroPython: gc.mem_alloc() delta over N_ALLOC calls with the GC
@@ -21,10 +23,8 @@
 import gc
 import sys
 
-from frugalmqtt_host.ref import control, publish
-from frugalmqtt_host.ref import props as P
-from frugalmqtt_host.ref.codec import PUBACK
-from frugalmqtt_host import codec as host
+from frugalmqtt import props as P
+from frugalmqtt import session
 
 MP = sys.implementation.name == "micropython"
 if MP:
@@ -57,83 +57,133 @@ for a in sys.argv[1:]:
 
 TOPIC = b"sensors/dev1/temp"
 PAYLOAD = b"0123456789abcdef0123456789abcdef"
-PROPS = [(P.USER_PROPERTY, ("unit", "C"))]
-PID = 1234
+PROPS = P.build([(P.USER_PROPERTY, ("unit", "C"))])
 
-OUT = bytearray(256)  # encode target
-PUB = bytearray(256)  # an encoded PUBLISH to decode
-PUB_LEN = host.encode_publish(PUB, 0, 5, TOPIC, PAYLOAD, 1, PID, False, False, PROPS)
-PUB_FIRST = PUB[0]
-PUB_BODY = 2  # remaining length (64) fits one byte
-ACK = bytearray(8)
-ACK_LEN = publish.encode_ack(ACK, 0, 5, PUBACK, PID)
-ACK_FIRST = ACK[0]
-PKT = publish.Packet()
+
+class Sink:
+    """The stream the session writes to: keeps the last packet's length."""
+
+    def __init__(self):
+        self.n = 0
+
+    def write(self, b, o, n):
+        self.n = n
+        return n
+
+    def close(self):
+        pass
+
+
+class Count:
+    def __init__(self):
+        self.n = 0
+
+    def cb(self, msg):
+        self.n += 1
+
+
+SINK = Sink()
+S = session.Session("bench", 5, slots=4, slot_size=128, max_packet=256, tx_size=256)
+S.begin(SINK, True)
+S.rx[0:3] = b"\x00\x00\x00"  # CONNACK: no session, accepted, no properties
+S.first = 0x20
+S.packet(3)
+RX = Count()
+S.on_message = RX.cb
+
+# The server's QoS 1 PUBLISH body (what a driver frames into rx): topic,
+# packet id 1234, the property block, the payload
+_t = len(TOPIC).to_bytes(2, "big") + TOPIC + (1234).to_bytes(2, "big")
+INBOUND = _t + bytes([len(PROPS)]) + PROPS + PAYLOAD
+PUBACK = b"\x00\x00"  # the body of the PUBACK for the packet id, set per call
 
 
 def check():
-    """The decoders see what the encoders wrote."""
-    assert PUB_LEN == 66 and PUB[1] == PUB_LEN - 2, PUB_LEN
-    assert control.decode(PKT, PUB_FIRST, PUB, PUB_BODY, PUB_LEN, 5) == 3
-    assert host.topic_bytes(PKT) == TOPIC and host.payload_bytes(PKT) == PAYLOAD
-    assert PKT.qos == 1 and PKT.pid == PID and host.props_items(PKT.props) == PROPS
-    assert ACK_LEN == 4
-    assert control.decode(PKT, ACK_FIRST, ACK, 2, ACK_LEN, 5) == PUBACK
-    assert PKT.pid == PID and PKT.reason == 0
+    """The session is up and every operation does what its name says."""
+    assert S.up
+    S.publish(TOPIC, PAYLOAD, 0, False, PROPS)
+    assert SINK.n == 64, SINK.n  # 2-byte header, 62-byte body
+    pid = S.publish(TOPIC, PAYLOAD, 1, False, PROPS)
+    assert pid > 0 and S.n == 1 and SINK.n == 66, SINK.n  # + the packet id
+    ack(pid)
+    assert S.n == 0
+    receive()
+    assert RX.n == 1 and SINK.n == 4  # the PUBACK went out
+
+
+def ack(pid):
+    r = S.rx
+    r[0] = pid >> 8
+    r[1] = pid & 0xFF
+    S.first = 0x40
+    S.packet(2)
+
+
+def load_inbound():
+    """Put the server's PUBLISH in rx (byte by byte: a slice would allocate)."""
+    r = S.rx
+    b = INBOUND
+    for i in range(len(b)):
+        r[i] = b[i]
+
+
+def receive():
+    load_inbound()
+    S.first = 0x32
+    S.packet(len(INBOUND))
+
+
+# Bound methods made once (making one allocates)
+PUBLISH = S.publish
+HANDLE = S.packet
 
 
 # One loop per operation, with the call spelled out (a generic fn(*args)
 # wrapper would allocate on MicroPython and add overhead).
 
-def loop_encode_publish(n):
-    enc = host.encode_publish
-    buf = OUT
+def loop_publish_q0(n):
+    pub = PUBLISH
     topic = TOPIC
     payload = PAYLOAD
     props = PROPS
     t0 = now()
     for _ in range(n):
-        enc(buf, 0, 5, topic, payload, 1, PID, False, False, props)
+        pub(topic, payload, 0, False, props)
     return elapsed_us(t0)
 
 
-def loop_decode_publish(n):
-    dec = control.decode
-    pkt = PKT
-    buf = PUB
-    first = PUB_FIRST
-    end = PUB_LEN
+def loop_publish_q1_acked(n):
+    pub = PUBLISH
+    topic = TOPIC
+    payload = PAYLOAD
+    props = PROPS
+    r = S.rx
+    handle = HANDLE
     t0 = now()
     for _ in range(n):
-        dec(pkt, first, buf, 2, end, 5)
+        pid = pub(topic, payload, 1, False, props)
+        r[0] = pid >> 8
+        r[1] = pid & 0xFF
+        S.first = 0x40
+        handle(2)
     return elapsed_us(t0)
 
 
-def loop_encode_puback(n):
-    enc = publish.encode_ack
-    buf = OUT
+def loop_receive_q1(n):
+    load_inbound()  # packet() leaves rx as it was
+    k = len(INBOUND)
+    handle = HANDLE
     t0 = now()
     for _ in range(n):
-        enc(buf, 0, 5, PUBACK, PID)
-    return elapsed_us(t0)
-
-
-def loop_decode_puback(n):
-    dec = control.decode
-    pkt = PKT
-    buf = ACK
-    first = ACK_FIRST
-    t0 = now()
-    for _ in range(n):
-        dec(pkt, first, buf, 2, 4, 5)
+        S.first = 0x32
+        handle(k)
     return elapsed_us(t0)
 
 
 OPS = (
-    ("encode_publish", loop_encode_publish, PUB_LEN),
-    ("decode_publish", loop_decode_publish, PUB_LEN),
-    ("encode_puback", loop_encode_puback, ACK_LEN),
-    ("decode_puback", loop_decode_puback, ACK_LEN),
+    ("publish_q0", loop_publish_q0, 64),
+    ("publish_q1_acked", loop_publish_q1_acked, 66),
+    ("receive_q1", loop_receive_q1, 2 + len(INBOUND)),
 )
 
 
@@ -212,7 +262,7 @@ def main():
     release = sys.implementation.version[3] if len(sys.implementation.version) > 3 else ""
     emit({"kind": "info", "impl": impl, "version": version, "release": release,
           "n": N, "repeats": REPEATS, "n_alloc": N_ALLOC,
-          "mpy_loaded": str(getattr(publish, "__file__", "?")).endswith(".mpy")})
+          "mpy_loaded": str(getattr(session, "__file__", "?")).endswith(".mpy")})
     for name, loop, size in OPS:
         ops, best_us = rate(loop)
         d = {"kind": "op", "impl": impl, "op": name, "packet_bytes": size,

@@ -56,8 +56,11 @@ LIBS = {
     "mqtt_as": (["micropython-mqtt"], ["mqtt_async"]),
 }
 LITE = "frugalmqtt.lite"  # the publish-only profile, lite.Publisher
-ORDER = ["frugalmqtt", LITE] + list(LIBS)
-N_ALLOC = {"frugalmqtt": (1000, 1000), LITE: (1000, 1000), "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
+TELEM = "frugalmqtt.telem"  # the telemetry profile, telem.Telemetry with an outbox
+OURS = {"frugalmqtt": "full", LITE: "lite", TELEM: "telemetry"}  # lib -> install profile
+ORDER = ["frugalmqtt", LITE, TELEM] + list(LIBS)
+N_ALLOC = {"frugalmqtt": (1000, 1000), LITE: (1000, 1000), TELEM: (1000, 1000),
+           "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
            "umqtt.simple2": (1000, 200), "mqtt_as": (200, 200)}  # (QoS 0, QoS 1) publishes
 # What each library does, from its source (the version measured).
 FEATURES = {
@@ -65,6 +68,9 @@ FEATURES = {
                    "reconnect", "yes, both ways", "yes: Receive Maximum, fixed slots"),
     LITE: ("yes", "yes (and 3.1.1)", "yes: stored QoS 1/2 resent with DUP by the next "
            "connect()", "no (publish-only: sends none)", "yes: Receive Maximum, fixed slots"),
+    TELEM: ("yes", "yes (and 3.1.1)", "yes, and across reboots: the outbox file keeps QoS 1/2 "
+            "until acknowledged", "outbound (5.0)", "yes: Receive Maximum, fixed slots, "
+            "then the outbox file"),
     "umqtt.simple": ("no (publish asserts)", "no", "clean_session flag only; nothing resent",
                      "no", "no: each QoS 1 publish blocks for its PUBACK"),
     "umqtt.robust": ("no", "no", "reconnects with clean_session=False and publishes the "
@@ -94,11 +100,15 @@ def prepare(tmp, mpy_cross, log):
     mpy.build(tmp / "sizes", log=lambda m: None)  # .mpy sizes as `make size` reports them
     sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
-    images = cb.rom_images(tmp)  # {"base": path, "lite": path}
-    out = {"frugalmqtt": (str(common), sum(sizes[m] for m in profiles.BASE),
-                          _frugal_version(), images["base"]),
-           LITE: (str(common), sum(sizes[m] for m in profiles.PROFILES["lite"]),
-                  _frugal_version(), images["lite"])}
+    out = {}
+    for lib, profile in OURS.items():
+        if not profiles.available(profile):
+            log("compare: %s (%s profile) %s" % (lib, profile, profiles.awaiting(profile)))
+            continue
+        image = tmp / (profile + ".romfs")
+        image.write_bytes(romfs.profile_image(profile))
+        out[lib] = (str(common), sum(sizes[m] for m in profiles.PROFILES[profile]),
+                    _frugal_version(), image)
     for lib, (packages, _) in LIBS.items():
         d = tmp / ("lib-" + lib)
         files = []
@@ -128,7 +138,7 @@ TIMEOUT_S = {"umqtt.simple": 180, "umqtt.robust": 180}
 def mp_for(lib, path, micropython, port):
     mp = cb.MP(micropython, path, "127.0.0.1", port)
     mp.timeout_s = TIMEOUT_S.get(lib, 30)
-    if lib not in ("frugalmqtt", LITE):
+    if lib not in OURS:
         mp.env["BENCH_LIB"] = lib
     return mp
 
@@ -136,18 +146,20 @@ def mp_for(lib, path, micropython, port):
 def measure_lib(lib, mp, image, log):
     r = {}
     for key, rom in (("import", None), ("rom_import", image)):
-        if lib in ("frugalmqtt", LITE):
-            profile = "lite" if lib == LITE else "pub"
+        if lib in OURS:
+            profile = {LITE: "lite", TELEM: "telemetry"}.get(lib, "pub")
             _, lines = mp.run("imports", profile, net=False, rom=rom)
         else:
             profile = "mods"
             _, lines = mp.run("imports", profile, *LIBS[lib][1], net=False, rom=rom)
         r[key] = int(cb.pick(lines, "heap", profile)[0])
-    mods = {"frugalmqtt": ["frugalmqtt.client"], LITE: [LITE]}.get(lib) or LIBS[lib][1]
+    mods = {"frugalmqtt": ["frugalmqtt.client"], LITE: [LITE],
+            TELEM: [TELEM, "frugalmqtt.outbox"]}.get(lib) or LIBS[lib][1]
     _, lines = mp.run("imports", "connect", lib, "127.0.0.1", mp.port, *mods, net=False)
     r["connect"] = int(cb.pick(lines, "heap", "connect")[0])
     n0, n1 = N_ALLOC[lib]
-    p = "l" if lib == LITE else ""  # alloc.py's cases for lite.Publisher: lpub0, lpub1, lack1
+    # alloc.py's cases for lite.Publisher (lpub0, lpub1, lack1) and the telemetry profile (t...)
+    p = {LITE: "l", TELEM: "t"}.get(lib, "")
     _, lines = mp.run("alloc", 4, p + "pub0", n0)
     total, n = map(int, cb.pick(lines, "alloc", p + "pub0"))
     r["alloc0"] = (total / n, cb.pick(lines, "lock", p + "pub0")[0] == "1", n)
@@ -167,6 +179,7 @@ def measure_lib(lib, mp, image, log):
 HEAP_RUN = {
     "frugalmqtt": ("heap", "pub", cb.N_HEAP, 4),
     LITE: ("heap_lite", cb.N_HEAP, 4),
+    TELEM: ("heap_lite", cb.N_HEAP, 4, "telem"),
     "umqtt.simple": ("heap_umqtt", cb.N_HEAP, "simple"),
     "umqtt.robust": ("heap_umqtt", cb.N_HEAP, "robust"),
     "umqtt.simple2": ("heap_simple2", cb.N_HEAP),
@@ -194,16 +207,18 @@ def measure_heap(lib, mp, log, rom=None):
 
 
 def measure_speed(mps, repeat, ms, log):
-    runs = {(lib, c): [] for lib in ORDER for c in ("q0", "q1")}
+    libs = [l for l in ORDER if l in mps]
+    runs = {(lib, c): [] for lib in libs for c in ("q0", "q1")}
     runs[("raw", "q0")] = []
     windows = {}
     for i in range(repeat):  # interleaved, so background load hits every case alike
         _, lines = mps["frugalmqtt"].run("speed", 4, "raw", ms)
         count, us = map(int, cb.pick(lines, "rate", "raw"))
         runs[("raw", "q0")].append(count * 1e6 / us)
-        for lib in ORDER:
+        for lib in libs:
             for c in ("q0", "q1"):
-                case = "l" + c[1] if lib == LITE else c  # speed.py's lite cases: l0, l1
+                # speed.py's cases for lite (l0, l1) and the telemetry profile (t0, t1)
+                case = {LITE: "l", TELEM: "t"}.get(lib, "q") + c[1]
                 _, lines = mps[lib].run("speed", 4, case, ms)
                 count, us = map(int, cb.pick(lines, "rate", case))
                 runs[(lib, c)].append(count * 1e6 / us)
@@ -221,7 +236,8 @@ def table(built, res, heap, rom_heap, speed, windows):
     rows = ["| | " + " | ".join(ORDER) + " |", "|---" * (len(ORDER) + 1) + "|"]
 
     def row(name, fn):
-        rows.append("| %s | %s |" % (name, " | ".join(fn(lib) for lib in ORDER)))
+        rows.append("| %s | %s |" % (name, " | ".join(
+            fn(lib) if lib in built else profiles.awaiting(OURS[lib]) for lib in ORDER)))
 
     row("version (PyPI)", lambda l: built[l][2])
     row(".mpy size (what a device installs)", lambda l: "%d B" % built[l][1])
@@ -284,14 +300,15 @@ def main():
         broker.start()
         rom_broker.start()
         try:
-            mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in ORDER}
-            rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in ORDER}
+            libs = [l for l in ORDER if l in built]  # a profile awaiting its modules: left out
+            mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in libs}
+            rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in libs}
             log("compare: heap and allocation")
-            res = {l: measure_lib(l, mps[l], built[l][3], log) for l in ORDER}
+            res = {l: measure_lib(l, mps[l], built[l][3], log) for l in libs}
             log("compare: smallest heap (libraries in parallel)")
-            with ThreadPoolExecutor(max_workers=2 * len(ORDER)) as ex:  # umqtt's runs wait
-                fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in ORDER}
-                rom = {l: ex.submit(measure_heap, l, rom_mps[l], log, built[l][3]) for l in ORDER}
+            with ThreadPoolExecutor(max_workers=2 * len(libs)) as ex:  # umqtt's runs wait
+                fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in libs}
+                rom = {l: ex.submit(measure_heap, l, rom_mps[l], log, built[l][3]) for l in libs}
                 heap = {l: f.result() for l, f in fs.items()}
                 rom_heap = {l: f.result() for l, f in rom.items()}
             log("compare: throughput")
@@ -316,7 +333,7 @@ def main():
         L += ["", tbl, "", NOTES % dict(
             n0=", ".join("%s %d/%d" % (l, a, b) for l, (a, b) in N_ALLOC.items()),
             repeat=args.repeat, ms=args.ms,
-            heap_why="; ".join("%s: %s" % (l, heap[l][1]) for l in ORDER))]
+            heap_why="; ".join("%s: %s" % (l, heap[l][1]) for l in heap))]
         path = cb.RESULTS / ("compare-%s.md" % when)
         path.write_text("\n".join(L) + "\n")
         print("\nwritten to %s (%.0f s)" % (path.relative_to(REPO), time.monotonic() - t0))
@@ -333,11 +350,15 @@ NOTES = """## How it was measured
   scripts of `bench/mp/` (the ones `make bench` uses). Other libraries go through
   `bench/mp/mqttlibs.py`: the allocation rounds call the library's own
   `publish(topic, msg, retain, qos)` directly, so no adapter code is counted.
-- frugalmqtt: `frugalmqtt.client.MQTTClient` (the base install profile), slots=8
+- frugalmqtt: `frugalmqtt.client.MQTTClient` (the full install profile), slots=8
   slot_size=128 max_packet=256 tx_size=256; QoS 1 publishes go in rounds of 8 and
   their PUBACKs are handled by `flush()`, both counted.
 - frugalmqtt.lite: `frugalmqtt.lite.Publisher` (the publish-only profile), slots=8
   max_packet=128, measured the same way; its smallest-heap run is `bench/mp/heap_lite.py`.
+- frugalmqtt.telem: the telemetry profile, `frugalmqtt.telem.Telemetry` with an
+  `frugalmqtt.outbox.Outbox` (a fresh 8 KB file), slots=8 max_packet=128, measured
+  the same way (`bench/mp/mqttlibs.py` `telemetry()`); smallest heap: `bench/mp/heap_lite.py` with `telem`.
+  Its import row holds the whole profile (telem, outbox and liteprops).
 - umqtt.simple / umqtt.robust: QoS 1 `publish()` blocks until its PUBACK; they write
   each PUBLISH in 3-4 `write()` calls without TCP_NODELAY, so on Linux loopback each
   QoS 1 message waits for the delayed ACK (about 40 ms): that is their QoS 1 rate

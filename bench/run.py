@@ -1,8 +1,8 @@
-"""Codec benchmark driver (`make bench`).
+"""Codec benchmark driver (`make bench`): the device's protocol core, sans-I/O.
 
-Runs bench/codec_bench_mp.py under CPython, under the MicroPython unix port
-(source modules) and under MicroPython with the codec compiled to .mpy by
-mpy-cross, parses its "@@RESULT" lines and prints one side-by-side markdown
+Runs bench/codec_bench_mp.py (session.Session: encoding, acks, receiving,
+no socket) under CPython, under the MicroPython unix port (source modules)
+and under MicroPython with those modules compiled to .mpy by mpy-cross, parses its "@@RESULT" lines and prints one side-by-side markdown
 table, also written to bench/results/codec-<date>.md with the machine facts.
 
     .venv/bin/python bench/run.py [--n 20000] [--repeats 5] [--no-mpy] [--out PATH]
@@ -22,16 +22,18 @@ REPO = Path(__file__).resolve().parent.parent
 FIRMWARE = REPO / "firmware"
 SCRIPT = REPO / "bench" / "codec_bench_mp.py"
 RESULTS = REPO / "bench" / "results"
-CODEC_MODULES = ("__init__", "err", "codec", "props", "publish", "control")
-HOST_MODULES = ("__init__", "codec")  # frugalmqtt_host: encode_publish, props_items
-PATH = os.pathsep.join([str(FIRMWARE), str(REPO)])  # frugalmqtt and frugalmqtt_host
+sys.path.insert(0, str(REPO / "tools"))
+import profiles  # noqa: E402
+
+# session.Session and what it imports, as a device installs them
+CODEC_MODULES = profiles.closure(["session"])
+PATH = str(FIRMWARE)
 HEAPSIZE = "2m"
 
 OP_LABELS = {
-    "encode_publish": "encode PUBLISH (QoS 1, MQTT 5, 32 B payload, 1 user property)",
-    "decode_publish": "decode PUBLISH (same packet)",
-    "encode_puback": "encode PUBACK (MQTT 5, short form)",
-    "decode_puback": "decode PUBACK",
+    "publish_q0": "publish QoS 0 (MQTT 5, 32 B payload, 1 user property): encoded, written",
+    "publish_q1_acked": "publish QoS 1 (same message): stored, written; its PUBACK handled",
+    "receive_q1": "receive a QoS 1 PUBLISH (same message): parsed, on_message, PUBACK written",
 }
 
 
@@ -66,13 +68,12 @@ def run_bench(cmd, env_extra, label):
 
 
 def compile_mpy(mpy_cross, dest):
-    for name, src, modules in (("frugalmqtt", FIRMWARE / "frugalmqtt", CODEC_MODULES),
-                               ("frugalmqtt_host", REPO / "frugalmqtt_host", HOST_MODULES)):
-        pkg = Path(dest) / name
-        pkg.mkdir()
-        for m in modules:
-            subprocess.run([mpy_cross, "-o", str(pkg / (m + ".mpy")), str(src / (m + ".py"))],
-                           check=True, capture_output=True, text=True)
+    pkg = Path(dest) / "frugalmqtt"
+    pkg.mkdir()
+    for m in CODEC_MODULES:
+        subprocess.run([mpy_cross, "-o", str(pkg / (m + ".mpy")),
+                        str(FIRMWARE / "frugalmqtt" / (m + ".py"))],
+                       check=True, capture_output=True, text=True)
 
 
 def cpu_model():
@@ -182,11 +183,12 @@ def main():
         "",
         "## Method",
         "",
-        "- Same script, same codec source on both interpreters. Decoding calls `control.decode()` on "
-        "the packet body (what the client does after `codec.Framer` has read the fixed header); "
-        "encoding writes into a preallocated `bytearray`. The PUBLISH is 66 bytes: topic "
-        "`sensors/dev1/temp`, packet id, property block with one user property `(\"unit\", \"C\")`, "
-        "32-byte payload; the properties are a list built once.",
+        "- Same script, same device source on both interpreters: `session.Session`, the full "
+        "client's engine without a driver, connected to a stream that drops what it is given. "
+        "Received packets are put in its receive buffer as a driver frames them, then `packet()` "
+        "handles them. The PUBLISH is 64 bytes at QoS 0 and 66 at QoS 1: topic "
+        "`sensors/dev1/temp`, property block with one user property `(\"unit\", \"C\")` "
+        "(`props.build()`, once), 32-byte payload.",
         "- MicroPython bytes/op: `gc.mem_alloc()` difference over 1000 calls with the GC disabled, "
         "minus an empty run of the same loop, divided by 1000 (a `.py` / `.mpy` pair is shown when "
         "they differ). heap_lock: 10 calls under `micropython.heap_lock()`; \"ok\" means no "

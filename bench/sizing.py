@@ -19,9 +19,9 @@ import client_bench as cb  # noqa: E402  (machine facts, tools)
 
 sys.path.insert(0, str(cb.REPO / "firmware"))
 from frugalmqtt.lite import Publisher  # noqa: E402
-from frugalmqtt_host.ref.session import Session  # noqa: E402
+from frugalmqtt.client import MQTTClient  # noqa: E402
 
-DEFAULTS = {"MQTTClient": Session, "Publisher": Publisher}
+DEFAULTS = {"MQTTClient": MQTTClient, "Publisher": Publisher}
 
 
 def measure(micropython):
@@ -70,8 +70,8 @@ def main():
         "constructor; the client allocates every buffer there), with the defaults and with",
         "each argument raised alone to the value shown; per unit = the difference divided",
         "by the change. The heap is counted in 16-byte blocks (64-bit unix port; a 32-bit",
-        "board's objects are smaller, its buffers the same). MQTTClient's sizing arguments",
-        "go to its Session (`firmware/frugalmqtt/session.py`). Heap sizes do not depend on",
+        "board's objects are smaller, its buffers the same). Both classes keep their",
+        "buffers in the core's table (`firmware/frugalmqtt/core.py`). Heap sizes do not depend on",
         "the machine's load.", ""])
     print(text)
     if not args.no_write:

@@ -72,10 +72,10 @@ def port_dirs(tmp_path):
 
 
 @pytest.mark.parametrize("board", ["esp32", "rp2040"])
-def test_manifest_freezes_the_base_profile_app_and_board(board, port_dirs):
+def test_manifest_freezes_the_telemetry_profile_app_and_board(board, port_dirs):
     m = Manifest(port_dirs)
     m.include(str(REPO / "boards" / board / "manifest.py"))
-    expected = {"frugalmqtt/%s.py" % x for x in profiles.BASE}
+    expected = {"frugalmqtt/%s.py" % x for x in profiles.PROFILES["telemetry"]}
     expected |= {"%s.py" % x for x in profiles.APP} | {"board.py"}
     assert set(m.frozen) == expected
     for target, source in m.frozen.items():
@@ -85,8 +85,8 @@ def test_manifest_freezes_the_base_profile_app_and_board(board, port_dirs):
 
 def test_common_manifest_takes_a_profile(port_dirs):
     m = Manifest(port_dirs)
-    m.include(str(REPO / "boards" / "common" / "manifest.py"), profile="asyncio", app=False)
-    assert set(m.frozen) == {"frugalmqtt/%s.py" % x for x in profiles.PROFILES["asyncio"]}
+    m.include(str(REPO / "boards" / "common" / "manifest.py"), profile="lite", app=False)
+    assert set(m.frozen) == {"frugalmqtt/%s.py" % x for x in profiles.PROFILES["lite"]}
 
 
 @pytest.mark.parametrize("board", profiles.BOARDS)

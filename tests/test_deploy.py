@@ -81,9 +81,9 @@ def test_deploy_copies_resets_and_tails_the_firmware(tmp_path, ptyboard, mosquit
     # mpremote's soft reset came back in the raw REPL; deploy's booted main.py
     assert boots(board_log) == ["REPL", "REPL (raw REPL)", "-i main.py"]
     assert [schema.decode_payload(m.payload)[1] for m in msgs] == [0, 1, 2]
-    # what is on the board: the base profile as .mpy, firmware, board, config
+    # what is on the board: the telemetry profile as .mpy, firmware, board, config
     on_board = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-    expected = {"lib/frugalmqtt/%s.mpy" % m for m in profiles.BASE}
+    expected = {"lib/frugalmqtt/%s.mpy" % m for m in profiles.PROFILES["telemetry"]}
     expected |= {m + ".mpy" for m in profiles.APP}
     expected |= {"board.mpy", "network.mpy", "main.py", "config.json", "seq.txt"}
     assert on_board == expected
@@ -252,12 +252,12 @@ def test_stage_frozen_sends_only_main_config_and_ca(tmp_path):
     cfg = json.loads((REPO / "boards" / "esp32" / "config.sample.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     env = {"WIFI_SSID": "s", "WIFI_PASSWORD": "p", "MQTT_HOST": "h", "MQTT_PASSWORD": "m"}
-    files = deploy.stage("esp32", "base", tmp_path / "config.json", tmp_path / "out",
+    files = deploy.stage("esp32", "telemetry", tmp_path / "config.json", tmp_path / "out",
                          tmp_path / "no-build", frozen=True, env=env)
     assert sorted(files) == ["ca.der", "config.json", "main.py"]
     with pytest.raises(deploy.DeployError, match="ca.der"):
         (tmp_path / "ca.der").unlink()
-        deploy.stage("esp32", "base", tmp_path / "config.json", tmp_path / "out",
+        deploy.stage("esp32", "telemetry", tmp_path / "config.json", tmp_path / "out",
                      tmp_path / "no-build", frozen=True, env=env)
 
 

@@ -24,13 +24,13 @@ def build(tmp_path_factory):
 def test_firmware_runs_with_enough_heap_and_fails_below(tmp_path, build, mosquitto):
     broker = mosquitto()
     dest = tmp_path / "board"
-    heap_report.layout(dest, build, "umqtt", heap_report.config(broker.port, 30))
+    heap_report.layout(dest, build, "telemetry", heap_report.config(broker.port, 30))
     assert sorted(p.name for p in (dest / "lib" / "frugalmqtt").iterdir()) == sorted(
-        m + ".mpy" for m in profiles.PROFILES["umqtt"])
-    ok, why, lines = heap_report.run_at(micropython_binary(), dest, "umqtt", 512 * 1024)
+        m + ".mpy" for m in profiles.PROFILES["telemetry"])
+    ok, why, lines = heap_report.run_at(micropython_binary(), dest, "telemetry", 512 * 1024)
     assert ok, why
     assert ["ok", "30"] in lines  # 30 readings, all acknowledged
-    ok, why, _ = heap_report.run_at(micropython_binary(), dest, "umqtt", 24 * 1024)
+    ok, why, _ = heap_report.run_at(micropython_binary(), dest, "telemetry", 24 * 1024)
     assert not ok and "MemoryError" in why
 
 

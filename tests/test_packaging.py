@@ -17,19 +17,25 @@ import mpy  # noqa: E402
 import profiles  # noqa: E402
 import release  # noqa: E402
 
-PRESENT = [p for p in profiles.PROFILES if p not in profiles.AWAITING]
+PRESENT = profiles.ready()
 
 
 def module_imports(name):
-    """Package modules `name` imports at module level (relative imports)."""
-    text = (profiles.PACKAGE_DIR / (name + ".py")).read_text()
-    found = re.findall(r"^(?:    )?from \.(\w+) import", text, re.M)
-    found += re.findall(r"^(?:    )?from \. import (\w+)", text, re.M)
+    """Package modules `name` imports (relative imports, lazy ones too); none
+    for a module not in this tree."""
+    path = profiles.PACKAGE_DIR / (name + ".py")
+    if not path.is_file():
+        return set()
+    text = path.read_text()
+    found = re.findall(r"^\s*from \.(\w+)(?:\.\w+)* import", text, re.M)
+    found += re.findall(r"^\s*from \. import (\w+)", text, re.M)
     return set(found) - {"_cpython"}  # what MicroPython has built in, for CPython only
 
 
-def closure(root):
-    seen, todo = set(), [root]
+def closure(*roots):
+    """What roots import, with the package and err (where applications import
+    the exceptions from: in every profile)."""
+    seen, todo = set(), ["__init__", "err"] + list(roots)
     while todo:
         m = todo.pop()
         if m not in seen:
@@ -51,18 +57,42 @@ def test_package_files_point_at_existing_sources():
         for target, url in pkg["urls"]:
             assert (REPO / url).is_file(), url
             assert target == "frugalmqtt/" + Path(url).name
-    assert PRESENT == list(profiles.PROFILES)  # every profile's modules are in this tree
+    assert {"lite", "full"} <= set(PRESENT)
+    for p in profiles.PROFILES:  # a profile not ready names the modules it awaits
+        gone = [m for m in profiles.PROFILES[p] if not (profiles.PACKAGE_DIR / (m + ".py")).is_file()]
+        assert profiles.awaiting(p) == ("awaiting " + ", ".join(m + ".py" for m in gone)
+                                        if gone else "")
 
 
-def test_each_profile_holds_what_its_client_imports():
-    assert set(profiles.BASE) == closure("client") | {"__init__"}
-    assert set(profiles.PROFILES["asyncio"]) == closure("aclient") | {"__init__"}
-    assert set(profiles.PROFILES["umqtt"]) == closure("simple") | {"__init__"}
-    assert set(profiles.PROFILES["outbox"]) == closure("outbox") | closure("client") | {
-        "__init__"}
-    assert set(profiles.PROFILES["lite"]) == closure("lite") | closure("liteprops") | {"__init__"}
+def test_each_profile_is_the_import_closure_of_its_entry_modules():
+    assert set(profiles.PROFILES["lite"]) == closure("lite", "liteprops")
+    assert set(profiles.PROFILES["telemetry"]) == closure("telem", "liteprops", "outbox")
+    assert set(profiles.PROFILES["full"]) == closure("client")
+    assert set(profiles.PROFILES["asyncio"]) == closure("aclient")
+    assert set(profiles.PROFILES["umqtt"]) == closure("simple")
     for p in profiles.PROFILES.values():
-        assert "_cpython" not in p
+        assert "_cpython" not in p and p[0] == "__init__" and len(set(p)) == len(p)
+    # the publish-only profile holds no receiving, aliases or property parsing,
+    # the telemetry profile none of the full client's parts
+    assert not {"recv", "alias", "props", "client"} & set(profiles.PROFILES["lite"])
+    assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
+
+
+def test_a_new_import_changes_the_profile(tmp_path, monkeypatch):
+    """Profiles are derived, not listed: a module that starts importing
+    another pulls it in (lazy imports too), a missing one makes it await."""
+    pkg = tmp_path / "frugalmqtt"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\ntry:\n    from ._cpython import c\n"
+                              "except ImportError:\n    pass\n")
+    (pkg / "b.py").write_text("def f():\n    from . import c\n")
+    (pkg / "c.py").write_text("from .gone import y\n")
+    monkeypatch.setattr(profiles, "PACKAGE_DIR", pkg)
+    (pkg / "err.py").write_text("")
+    assert profiles.closure(["a"]) == ["__init__", "err", "gone", "c", "b", "a"]
+    monkeypatch.setitem(profiles.PROFILES, "t", profiles.closure(["a"]))
+    assert profiles.awaiting("t") == "awaiting gone.py" and "t" not in profiles.ready()
 
 
 def test_telemetry_profile_holds_what_its_driver_and_the_outbox_import():
@@ -79,7 +109,7 @@ def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "byte-identical" in r.stderr
     for arch in mpy.ARCHS:
-        for m in profiles.PROFILES["asyncio"] + profiles.PROFILES["umqtt"]:
+        for m in profiles.PROFILES["full"] + profiles.PROFILES["lite"]:
             f = tmp_path / arch / "frugalmqtt" / (m + ".mpy")
             assert f.read_bytes()[:2] == b"M\x06", f  # .mpy version 6
 
@@ -104,17 +134,26 @@ def test_size_report_lists_every_module_and_profile(bundle):
     for p in PRESENT:
         total = sum(mods[m] for m in profiles.PROFILES[p])
         assert "| %s | %s | %d |" % (p, "+".join(profiles.PROFILES[p]), total) in report
-    assert "not in this tree" not in report
-    assert mpy.profile_size("outbox", mods) > mpy.profile_size("base", mods)
+    for p in profiles.PROFILES:
+        if p not in PRESENT:
+            assert "| %s | %s | not in this tree (%s) |" % (
+                p, "+".join(profiles.PROFILES[p]), profiles.awaiting(p)) in report
+    assert mpy.profile_size("full", mods) > mpy.profile_size("lite", mods)
 
 
-@pytest.mark.parametrize("profile,stmt", [
-    ("base", "from frugalmqtt.client import MQTTClient"),
-    ("asyncio", "from frugalmqtt.aclient import AMQTTClient"),
-    ("umqtt", "from frugalmqtt.simple import MQTTClient"),
-])
-def test_profile_bundle_imports_on_the_unix_port(bundle, tmp_path, profile, stmt):
+IMPORTS = {
+    "lite": "from frugalmqtt.lite import Publisher; from frugalmqtt.liteprops import props",
+    "telemetry": "from frugalmqtt.telem import Telemetry; from frugalmqtt.outbox import Outbox",
+    "full": "from frugalmqtt.client import MQTTClient",
+    "asyncio": "from frugalmqtt.aclient import AMQTTClient",
+    "umqtt": "from frugalmqtt.simple import MQTTClient",
+}
+
+
+@pytest.mark.parametrize("profile", PRESENT)
+def test_profile_bundle_imports_on_the_unix_port(bundle, tmp_path, profile):
     """A device holding only the profile's .mpy files can import its client."""
+    stmt = IMPORTS[profile]
     build = bundle
     dev = tmp_path / "device" / "frugalmqtt"
     dev.mkdir(parents=True)
@@ -132,14 +171,16 @@ def test_release_has_each_profile_as_mpy_per_architecture(tmp_path):
     assert info["version"] == profiles.VERSION and info["mpy"] == 6
     assert "mpy-cross emitting mpy v6" in info["mpy_cross"]
     for arch in mpy.ARCHS:
-        for p, modules in profiles.PROFILES.items():
+        for p in PRESENT:
+            modules = profiles.PROFILES[p]
             pkg = json.loads((tmp_path / arch / profiles.package_file(p)).read_text())
             assert pkg["version"] == profiles.VERSION
             assert pkg["urls"] == [["frugalmqtt/%s.mpy" % m] * 2 for m in modules]
             for _, url in pkg["urls"]:
                 assert (tmp_path / arch / url).read_bytes()[:2] == b"M\x06", url
         shipped = {f.stem for f in (tmp_path / arch / "frugalmqtt").iterdir()}
-        assert shipped == {m for ms in profiles.PROFILES.values() for m in ms}
+        assert shipped == {m for p in PRESENT for m in profiles.PROFILES[p]}
+    assert sorted(info["packages"]) == sorted(PRESENT)
 
 
 def test_one_version_everywhere():

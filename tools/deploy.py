@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Put the telemetry firmware on a board and watch it start.
 
-    python tools/deploy.py --port /dev/ttyUSB0 --board esp32 [--profile base]
+    python tools/deploy.py --port /dev/ttyUSB0 --board esp32 [--profile telemetry]
                            [--config boards/esp32/config.json] [--until REGEX] [--tail S]
-    make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
+    make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=telemetry]
 
 1. compiles the device code to .mpy (tools/mpy.py; the board's architecture),
 2. copies with mpremote: the install profile's modules to /lib/frugalmqtt/,
@@ -75,8 +75,7 @@ def stage(board, profile, cfg_file, out, build, frozen=False, env=os.environ):
     files = {}
     if not frozen:
         if not profiles.available(profile):
-            raise DeployError("profile %s: %s" % (profile, profiles.AWAITING.get(
-                profile, "modules missing")))
+            raise DeployError("profile %s: %s" % (profile, profiles.awaiting(profile)))
         for m in profiles.PROFILES[profile]:
             files["lib/frugalmqtt/%s.mpy" % m] = build / arch / "frugalmqtt" / (m + ".mpy")
         for m in profiles.APP:
@@ -150,7 +149,7 @@ def reset_and_tail(port, baud, hard, until, tail, color):
     return monitor.monitor(port, baud, color=color, exit_on=until, timeout=tail, conn=s)
 
 
-def deploy(port, board, profile="base", config=None, frozen=False, hard=False,
+def deploy(port, board, profile="telemetry", config=None, frozen=False, hard=False,
            until=None, tail=None, baud=115200, color=False, log=print):
     cfg_file = config_path(board, config)
     gone = serialports.missing(port)
@@ -176,7 +175,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", required=True)
     ap.add_argument("--board", required=True, choices=profiles.BOARDS)
-    ap.add_argument("--profile", default="base", choices=sorted(profiles.PROFILES))
+    ap.add_argument("--profile", default="telemetry", choices=sorted(profiles.PROFILES))
     ap.add_argument("--config", help="default: boards/<board>/config.json")
     ap.add_argument("--frozen", action="store_true", help="firmware has the modules frozen")
     ap.add_argument("--hard-reset", action="store_true")

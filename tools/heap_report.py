@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Smallest heap the telemetry firmware needs, per install profile.
 
-    python tools/heap_report.py [--samples 200] [--profiles base,asyncio] [--no-write]
+    python tools/heap_report.py [--samples 200] [--profiles full,lite] [--no-write]
     make heap-report
 
 For each install profile of tools/profiles.py: lays out a board-like
@@ -81,7 +81,7 @@ def run_at(micropython, dest, profile, size):
     return ok, why, lines
 
 
-def config(port, samples, profile="base"):
+def config(port, samples, profile="telemetry"):
     cfg = {"client_id": "heap-1", "wifi": {"ssid": "lab", "password": "pw"},
            "broker": {"host": "127.0.0.1", "port": port, "keepalive": 60},
            "qos": 1, "period_ms": 5, "samples": samples, "status_every": 50,
@@ -104,7 +104,7 @@ def measure(samples=200, which=None, step=cb.HEAP_STEP, log=print):
         try:
             for p in which or list(profiles.PROFILES):
                 if not profiles.available(p):
-                    log("heap %s: skipped, %s" % (p, profiles.AWAITING.get(p, "modules missing")))
+                    log("heap %s: skipped, %s" % (p, profiles.awaiting(p)))
                     continue
                 if "telem" not in profiles.PROFILES[p]:
                     log("heap %s: skipped, the telemetry firmware needs frugalmqtt.telem" % p)

@@ -116,7 +116,7 @@ def size_report(out=DEFAULT_OUT):
     for p, ms in profiles.PROFILES.items():
         if not profiles.available(p):
             lines.append("| %s | %s | not in this tree (%s) |" % (
-                p, "+".join(ms), profiles.AWAITING.get(p, "missing modules")))
+                p, "+".join(ms), profiles.awaiting(p)))
             continue
         lines.append("| %s | %s | %d |" % (p, "+".join(ms), profile_size(p, mods)))
     if app:

@@ -4,7 +4,8 @@
     python tools/release.py [--out build/release]      # make release
 
 Writes OUT/<arch>/frugalmqtt/<module>.mpy for every module of every install
-profile (tools/profiles.py) and OUT/<arch>/package*.json, one per profile,
+profile (tools/profiles.py) whose modules are all in the tree (one awaiting a
+module is left out, and said so) and OUT/<arch>/package*.json, one per profile,
 whose urls point at those .mpy files (relative, so the tree installs from
 wherever it is put), for each architecture of tools/mpy.py (xtensawin: ESP32,
 armv6m: RP2040). OUT/release.json records the package version, the
@@ -58,10 +59,10 @@ def mpy_version(path):
 
 
 def modules():
-    """Every module some profile installs, in first-seen order."""
+    """Every module some ready profile installs, in first-seen order."""
     out = []
-    for ms in profiles.PROFILES.values():
-        out += [m for m in ms if m not in out]
+    for p in profiles.ready():
+        out += [m for m in profiles.PROFILES[p] if m not in out]
     return out
 
 
@@ -76,17 +77,20 @@ def release(out=DEFAULT_OUT, log=print):
                 dst = out / arch / "frugalmqtt" / (m + ".mpy")
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(Path(tmp) / arch / "frugalmqtt" / (m + ".mpy"), dst)
-            for p in profiles.PROFILES:
+            for p in profiles.ready():
                 (out / arch / profiles.package_file(p)).write_text(
                     json.dumps(package_json(p), indent=2) + "\n")
     first = out / next(iter(mpy.ARCHS)) / "frugalmqtt" / (modules()[0] + ".mpy")
     info = {"version": profiles.VERSION, "mpy_cross": mpy_cross_version(),
             "mpy": mpy_version(first), "archs": mpy.ARCHS,
-            "packages": {p: profiles.package_file(p) for p in profiles.PROFILES}}
+            "packages": {p: profiles.package_file(p) for p in profiles.ready()}}
     (out / "release.json").write_text(json.dumps(info, indent=2) + "\n")
     log("release %s: %d modules as .mpy v%d (%s), %d package files per architecture "
         "in %s" % (profiles.VERSION, len(modules()), info["mpy"], info["mpy_cross"],
-                   len(profiles.PROFILES), mpy._rel(out)))
+                   len(profiles.ready()), mpy._rel(out)))
+    for p in profiles.PROFILES:
+        if not profiles.available(p):
+            log("release: profile %s left out, %s" % (p, profiles.awaiting(p)))
     return info
 
 

@@ -52,6 +52,8 @@ def profile_image(profile):
     if profile not in profiles.PROFILES:
         raise ValueError("unknown profile %r (one of %s)" % (profile,
                                                            ", ".join(profiles.PROFILES)))
+    if not profiles.available(profile):
+        raise ValueError("profile %s: %s" % (profile, profiles.awaiting(profile)))
     with tempfile.TemporaryDirectory(prefix="frugalmqtt-romfs-") as tmp:
         for m in profiles.PROFILES[profile]:
             mpy.compile_one(profiles.PACKAGE_DIR / (m + ".py"),
@@ -65,7 +67,11 @@ def main(argv=None):
     ap.add_argument("--out", help="default: build/romfs/PROFILE.romfs")
     a = ap.parse_args(argv)
     out = Path(a.out) if a.out else DEFAULT_DIR / (a.profile + ".romfs")
-    data = profile_image(a.profile)
+    try:
+        data = profile_image(a.profile)
+    except ValueError as e:
+        print("make romfs: %s" % e, file=sys.stderr)
+        return 1
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(data)
     print("romfs: %s, %d bytes (profile %s: %s)" % (

@@ -10,6 +10,8 @@
 # of the topic on, a topic alias (the broker allows aliases).
 # CASE lpub0 lpub1 lpub2: the same publish cases with the publish-only
 # profile, lite.Publisher (its MQTT 5 properties: the same user property).
+# CASE tpub0 tpub1 tpub2: the same with the telemetry profile, telem.Telemetry
+# with an outbox (mqttlibs.telemetry).
 # CASE calib checks the instrument: bytearray(100) per operation must show.
 import gc
 import micropython
@@ -74,7 +76,7 @@ class Bench:
     def recv_round(self):
         b = self.b
         t0 = ticks_ms()
-        while self.rx.n < self.target or inbound_busy(b.s):
+        while self.rx.n < self.target or inbound_busy(b):
             if ticks_diff(ticks_ms(), t0) > 10000:
                 self.ok = False
                 return
@@ -161,8 +163,14 @@ def main():
         c.disconnect()
         return
     q = int(case[-1])
-    if case.startswith("pub") or case.startswith("lpub"):
-        if case[0] == "l":
+    if case[1:4] == "pub" or case.startswith("pub"):
+        if case[0] == "t":  # the telemetry profile: Telemetry with an outbox
+            from mqttlibs import telemetry
+            from frugalmqtt.liteprops import props as lprops
+            c = telemetry("b-tpub", HOST, PORT, v)
+            props = lprops(user=(("k", "v"),)) if v == 5 else None
+            out("alias_max", c.amax)
+        elif case[0] == "l":
             from frugalmqtt.lite import Publisher
             from frugalmqtt.liteprops import props as lprops
             c = Publisher("b-lpub", HOST, PORT, v, timeout_ms=5000, slots=SLOTS,
@@ -172,7 +180,7 @@ def main():
             out("alias_max", 0)
         else:
             c = client("b-pub", v)
-            out("alias_max", c.s.a_out_max)
+            out("alias_max", c.amax)
         w = SLOTS if q else 100
         b = Bench(c, q, props, w)
         pub_round = b.round()
@@ -223,7 +231,7 @@ def main():
         out("alloc", case, total, rounds * SLOTS)
         b.send_round()
         ok = locked(b.recv_round)
-        if isinstance(rcv.s.callback_error, MemoryError):
+        if isinstance(rcv.callback_error, MemoryError):
             ok = 0
         out("lock", case, ok)
         if ok:  # (a MemoryError may have cut a round short)

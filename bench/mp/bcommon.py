@@ -9,9 +9,9 @@ import sys
 LIB = os.getenv("BENCH_LIB") or "frugalmqtt"
 if LIB == "frugalmqtt":
     from frugalmqtt.client import MQTTClient
-    from frugalmqtt_host.ref import props as _p
-    # One user property, built once and reused (encoding it allocates nothing)
-    PROPS5 = [(_p.USER_PROPERTY, ("k", "v"))]
+    from frugalmqtt import props as _p
+    # One user property, built once and reused (sending it allocates nothing)
+    PROPS5 = _p.build([(_p.USER_PROPERTY, ("k", "v"))])
     BATCH = 1000  # publishes between clock reads in throughput runs
 else:
     PROPS5 = None
@@ -78,11 +78,11 @@ class Counter:
         self.n += 1
 
 
-def inbound_busy(s):
+def inbound_busy(c):
     """True while a received QoS 2 message still awaits its PUBREL."""
     i = 0
-    while i < s.inbound:
-        if s.in_pid[i]:
+    while i < c.in_max:
+        if c.in_pid[i]:
             return True
         i += 1
     return False

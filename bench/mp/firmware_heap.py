@@ -15,8 +15,8 @@ import telemetry
 
 t = telemetry.main()
 gc.collect()
-if t.dropped or t.client.s.pending() or t.client.connects != 1:
-    print("@@ error dropped", t.dropped, "pending", t.client.s.pending())
+if t.dropped or t.client.n:
+    print("@@ error dropped", t.dropped, "pending", t.client.n)
     sys.exit(4)
 print("@@ ok", t.seq)
 print("@@ held", gc.mem_alloc())

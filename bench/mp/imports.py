@@ -7,8 +7,10 @@
 #   `from frugalmqtt.client import MQTTClient`.
 # PROFILE lite: the publish-only profile, `from frugalmqtt.lite import Publisher`;
 #   liteprops: the same and `from frugalmqtt.liteprops import props`.
-# PROFILE core: Session and Transport without client.py (the least a publisher
-#   can import with the current module split, driving the session itself).
+# PROFILE session: the full engine without a driver, `from frugalmqtt.session
+#   import Session` (the core with receiving and aliases, sans-I/O).
+# PROFILE telemetry: the telemetry profile, `from frugalmqtt.telem import
+#   Telemetry`, `from frugalmqtt.outbox import Outbox` and liteprops.
 # PROFILE mods MODULE...: those modules (another library, for `make compare`).
 # PROFILE connect LIB HOST PORT MODULE...: the library's modules imported and
 #   a client connected (mqttlibs.connect; the adapter's own code not counted).
@@ -45,9 +47,12 @@ elif profile == "lite":
 elif profile == "liteprops":  # a 5.0 device that also sends PUBLISH properties
     from frugalmqtt.lite import Publisher
     from frugalmqtt.liteprops import props
-elif profile == "core":
-    from frugalmqtt_host.ref.session import Session
-    from frugalmqtt_host.ref.transport import Transport
+elif profile == "session":
+    from frugalmqtt.session import Session
+elif profile == "telemetry":
+    from frugalmqtt.telem import Telemetry
+    from frugalmqtt.outbox import Outbox
+    from frugalmqtt.liteprops import props
 elif profile == "mods":  # the named modules (another library, `make compare`)
     for m in sys.argv[2:]:
         __import__(m)

@@ -3,7 +3,8 @@
 # library behind the calls the benchmarks make on frugalmqtt's MQTTClient:
 #   publish(topic, payload, qos, retain, props) (props ignored: MQTT 3.1.1),
 #   publish_many(topic, payload, qos, props, n), flush(timeout_ms),
-#   disconnect(), and .s with the two session figures the scripts print.
+#   disconnect(), and the two figures the scripts print: quota (QoS 1
+#   messages in flight at once) and amax (topic aliases: none).
 # A library's modules are imported inside connect(), so a script can count
 # the heap the library itself takes. Nothing here is timed or counted as the
 # library's: each method is one call into it.
@@ -14,21 +15,14 @@
 # None for an asyncio library.
 
 
-class _Figures:
-    a_out_max = 0  # no topic aliases
-    server_receive_max = 1  # one QoS 1 message in flight: publish waits for its PUBACK
-
-    def __init__(self, window=1):
-        self.server_receive_max = window
-
-
 class Umqtt:
     """umqtt.simple / umqtt.robust: QoS 1 publish() blocks until its PUBACK."""
 
     def __init__(self, mod, cid, host, port):
         self.c = mod.MQTTClient(cid, host, port, keepalive=60)
         self.c.connect()
-        self.s = _Figures()
+        self.quota = 1  # one QoS 1 message in flight: publish waits for its PUBACK
+        self.amax = 0
         self.sync_publish = self.c.publish
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
@@ -58,7 +52,7 @@ class Simple2(Umqtt):
 
     def __init__(self, mod, cid, host, port):
         Umqtt.__init__(self, mod, cid, host, port)
-        self.s = _Figures(self.WINDOW)
+        self.quota = self.WINDOW
         self.lost = 0
         self.c.cbstat = self._status
 
@@ -109,7 +103,8 @@ class MqttAs:
         self.c._addr = (host, port)
         self.c._dns_lookup = lambda: None
         self.run(self.c.connect())
-        self.s = _Figures()
+        self.quota = 1
+        self.amax = 0
         self.sync_publish = None
 
     def publish(self, topic, payload, qos=0, retain=False, props=None):
@@ -150,6 +145,8 @@ def connect(lib, cid, host, port):
         c = Publisher(cid, host, port, 4, timeout_ms=5000, slots=8, max_packet=128, rx_size=64)
         c.connect()
         return c
+    if lib == "frugalmqtt.telem":
+        return telemetry(cid, host, port, 4)
     if lib == "umqtt.simple":
         from umqtt import simple
         return Umqtt(simple, cid, host, port)
@@ -163,3 +160,22 @@ def connect(lib, cid, host, port):
         import mqtt_async
         return MqttAs(mqtt_async, cid, host, port)
     raise ValueError("unknown library " + lib)
+
+
+def telemetry(cid, host, port, version):
+    """The telemetry profile: telem.Telemetry with an outbox (a fresh 8 KB
+    file), sized as lite's runs (heap_lite.py's telem run), connected."""
+    import os
+    from frugalmqtt.telem import Telemetry
+    from frugalmqtt.outbox import Outbox
+    # under $TMPDIR, one file per client id and broker (runs against two
+    # brokers go in parallel)
+    path = "%s/bench-outbox-%s-%d.bin" % (os.getenv("TMPDIR") or "/tmp", cid, port)
+    try:
+        os.remove(path)  # a fresh device: nothing to reload
+    except OSError:
+        pass
+    c = Telemetry(cid, host, port, version, timeout_ms=5000, slots=8, max_packet=128,
+                  rx_size=64, outbox=Outbox(path, 8192))
+    c.connect()
+    return c

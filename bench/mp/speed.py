@@ -1,8 +1,8 @@
 # Publish throughput, MicroPython unix port, 32-byte payload.
 #   micropython -m speed HOST PORT VERSION CASE MS [SLOTS]
-# CASE raw: the ceiling. A plain blocking socket writes one pre-encoded QoS 0
-#   PUBLISH per sock.write() (the same bytes the client sends: on 5.0 the
-#   topic alias after the first one), no client code in the loop.
+# CASE raw: the ceiling. The connected client's socket writes one pre-encoded
+#   QoS 0 PUBLISH per sock.write() (the bytes the client sends, captured: on
+#   5.0 the topic alias after the first one), no client code in the loop.
 # CASE q0/q1/q2: MQTTClient.publish() in a loop at that QoS; QoS 1/2 run with
 #   an in-flight window of SLOTS messages (publish() waits for acks when the
 #   window is full).
@@ -12,48 +12,42 @@
 # has read every earlier message), after QoS 1/2 when flush() returns.
 # CASE l0/l1/l2: the same with the publish-only profile, lite.Publisher
 #   (SLOTS slots, each holding one encoded PUBLISH for a resend).
+# CASE t0/t1/t2: the same with the telemetry profile, telem.Telemetry with an
+#   outbox (mqttlibs.telemetry: 8 slots, an 8 KB file).
 # CASE lat: latency, not throughput: a QoS 0 publish immediately followed by
 #   a QoS 1 publish, timed until its PUBACK; MS rounds 20 ms apart ("@@ lat
 #   MEDIAN_US MAX_US"). Without TCP_NODELAY, Nagle holds the second packet
 #   until the broker's (delayed) ACK of the first.
-import socket
 from time import ticks_us, ticks_diff, sleep_ms
 
 from bcommon import HOST, PORT, ARGS, TOPIC, PAYLOAD, BATCH, out, fail, client, flush, publish_n
-from frugalmqtt_host.ref.control import encode_connect, decode
-from frugalmqtt_host.ref.publish import Packet
-from frugalmqtt_host.ref.codec import Framer, CONNACK, PUBACK
-from frugalmqtt_host.ref import props as _p
-from frugalmqtt_host.codec import encode_publish, read_from
 
 _BATCH = 1000
 
 
+class _Capture:
+    """A stream that keeps what the client writes instead of sending it."""
+
+    def write(self, b, o, n):
+        self.got = bytes(b[o:o + n])
+        return n
+
+
+def _encoded(c, topic, q):
+    """The bytes c sends for one PUBLISH of PAYLOAD to topic (not sent)."""
+    sock = c.sock
+    c.sock = cap = _Capture()
+    c.publish(topic, PAYLOAD, q)
+    c.sock = sock
+    return cap.got
+
+
 def raw(v, ms):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.connect(socket.getaddrinfo(HOST, PORT, 0, socket.SOCK_STREAM)[0][-1])
-    s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY, as the client's Transport
-    buf = bytearray(256)
-    n = encode_connect(buf, 0, v, "b-raw", 60, True, None)
-    s.write(buf, 0, n)
-    f = Framer(256)
-    pkt = Packet()
-    s.setblocking(True)
-    while not read_from(f, s):
-        pass
-    if decode(pkt, f.first, f.buf, 0, f.rl, v) != CONNACK or pkt.reason:
-        fail("raw: no CONNACK")
-    alias = 0
-    if v >= 5 and pkt.props.get_int(_p.TOPIC_ALIAS_MAXIMUM, 0) >= 1:
-        alias = 1
-        n = encode_publish(buf, 0, v, TOPIC, PAYLOAD, 0, 0, False, False, None, alias)
-        s.write(buf, 0, n)  # sets the alias
-        n = encode_publish(buf, 0, v, b"", PAYLOAD, 0, 0, False, False, None, alias)
-    else:
-        n = encode_publish(buf, 0, v, TOPIC, PAYLOAD, 0, 0, False, False, None)
-    msg = bytes(buf[:n])
-    n = encode_publish(buf, 0, v, TOPIC, PAYLOAD, 1, 1, False, False, None)
-    last = bytes(buf[:n])
+    c = client("b-raw", v)  # connects; the loop below writes to its socket
+    if c.amax:
+        c.publish(TOPIC, PAYLOAD, 0)  # sets the alias: the loop sends what the client would
+    msg = _encoded(c, TOPIC, 0)
+    s = c.sock
     w = s.write
     count = 0
     t0 = ticks_us()
@@ -63,23 +57,19 @@ def raw(v, ms):
             w(msg)
             i += 1
         count += _BATCH
-    w(last)
-    while True:
-        while not read_from(f, s):
-            pass
-        if decode(pkt, f.first, f.buf, 0, f.rl, v) == PUBACK and pkt.pid == 1:
-            break
+    c.publish(TOPIC, PAYLOAD, 1)  # its PUBACK: the broker has read everything before it
+    flush(c)
     dt = ticks_diff(ticks_us(), t0)
     out("packet_bytes", len(msg))
     out("rate", "raw", count, dt)
-    s.close()
+    c.disconnect()
 
 
 def run(v, q, ms, slots):
     c = client("b-speed", v, slots=slots)
-    out("receive_max", c.s.server_receive_max)
-    out("window", min(slots, c.s.server_receive_max))
-    out("alias_max", c.s.a_out_max)
+    out("receive_max", c.quota)
+    out("window", min(slots, c.quota))
+    out("alias_max", c.amax)
     count = 0
     t0 = ticks_us()
     while ticks_diff(ticks_us(), t0) < ms * 1000:
@@ -93,11 +83,15 @@ def run(v, q, ms, slots):
     c.disconnect()
 
 
-def run_lite(v, q, ms, slots):
-    from frugalmqtt.lite import Publisher
-    c = Publisher("b-lite", HOST, PORT, v, keepalive=60, timeout_ms=5000, slots=slots,
-                  max_packet=128)
-    c.connect()
+def run_lite(v, q, ms, slots, telem):
+    if telem:  # the telemetry profile (sized as lite, 8 slots): Telemetry with an outbox
+        from mqttlibs import telemetry
+        c = telemetry("b-telem", HOST, PORT, v)
+    else:
+        from frugalmqtt.lite import Publisher
+        c = Publisher("b-lite", HOST, PORT, v, keepalive=60, timeout_ms=5000, slots=slots,
+                      max_packet=128)
+        c.connect()
     out("receive_max", c.quota)
     out("window", c.quota)
     pub = c.publish
@@ -114,7 +108,7 @@ def run_lite(v, q, ms, slots):
     if not c.flush(10000):
         fail("no acknowledgement within 10 s")
     dt = ticks_diff(ticks_us(), t0)
-    out("rate", "l%d" % q, count, dt)
+    out("rate", "%s%d" % ("t" if telem else "l", q), count, dt)
     c.disconnect()
 
 
@@ -144,8 +138,8 @@ def main():
         raw(v, ms)
     elif case == "lat":
         lat(v, ms)
-    elif case[0] == "l":
-        run_lite(v, int(case[-1]), ms, slots)
+    elif case[0] in "lt":
+        run_lite(v, int(case[-1]), ms, slots, case[0] == "t")
     else:
         run(v, int(case[-1]), ms, slots)
 

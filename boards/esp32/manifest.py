@@ -5,5 +5,5 @@
 #         FROZEN_MANIFEST=/path/to/frugalmqtt/boards/esp32/manifest.py
 # Then copy config.json and main.py to the board (tools/deploy.py --frozen).
 include("$(PORT_DIR)/boards/manifest.py")  # the port's own frozen modules
-include("../common/manifest.py", profile="base", app=True)
+include("../common/manifest.py", profile="telemetry", app=True)
 module("board.py")

@@ -5,5 +5,5 @@
 #         FROZEN_MANIFEST=/path/to/frugalmqtt/boards/rp2040/manifest.py
 # Then copy config.json and main.py to the board (tools/deploy.py --frozen).
 include("$(BOARD_DIR)/manifest.py")  # RPI_PICO_W's own: port modules + networking
-include("../common/manifest.py", profile="base", app=True)
+include("../common/manifest.py", profile="telemetry", app=True)
 module("board.py")
