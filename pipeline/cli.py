@@ -2,15 +2,23 @@
 Structured Streaming windows over collected files), gen (synthetic traces)."""
 import argparse
 import json
+import os
+import sys
 
 EXIT_VIOLATIONS = 3  # the audit found a broken QoS 1/2 guarantee
+EXIT_USAGE = 2       # missing or empty input (argparse uses 2 for bad arguments too)
+SPARK_LOG = "spark.log"  # Spark's own output, in the --out folder unless -v
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m pipeline")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    a = sub.add_parser("audit", help="delivery audit + telemetry analytics + report")
+    def parser(name, help):
+        return sub.add_parser(name, help=help,
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+    a = parser("audit", "delivery audit + telemetry analytics + report")
     a.add_argument("--traces", required=True, help="directory holding run=<id>/ folders")
     a.add_argument("--out", required=True, help="report directory")
     a.add_argument("--master", default=None, help="Spark master (default local[*])")
@@ -18,8 +26,10 @@ def main(argv=None):
     a.add_argument("--expiry-slack-ms", type=int, default=1000,
                    help="delivery this long after the expiry still counts as in time")
     a.add_argument("--no-plots", action="store_true", help="summary.json only, no HTML")
+    a.add_argument("-v", "--verbose", action="store_true",
+                   help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
 
-    c = sub.add_parser("collect", help="subscribe and append received telemetry as Parquet")
+    c = parser("collect", "subscribe and append received telemetry as Parquet")
     c.add_argument("--host", default="127.0.0.1")
     c.add_argument("--port", type=int, default=1883)
     c.add_argument("--topic", default="#")
@@ -33,15 +43,19 @@ def main(argv=None):
     c.add_argument("--duration-s", type=float, default=0, help="stop after this (0: never)")
     c.add_argument("--count", type=int, default=0, help="stop after this many rows (0: never)")
 
-    s = sub.add_parser("stream", help="keep per-sensor windows current over collected files")
-    s.add_argument("--traces", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--master", default=None)
-    s.add_argument("--windows", default="1m,1h")
+    s = parser("stream", "keep per-sensor windows current over collected files")
+    s.add_argument("--traces", required=True, help="directory holding run=<id>/received")
+    s.add_argument("--out", required=True, help="windows_<w>/ and _checkpoints/ go here")
+    s.add_argument("--master", default=None, help="Spark master (default local[*])")
+    s.add_argument("--windows", default="1m,1h", help="tumbling window widths")
     s.add_argument("--every-s", type=float, default=10, help="micro-batch interval")
+    s.add_argument("--watermark", default="1h",
+                   help="how late a reading may arrive and still be deduplicated")
     s.add_argument("--once", action="store_true", help="process what is there, then stop")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
 
-    g = sub.add_parser("gen", help="synthetic traces with known faults (for the benchmark)")
+    g = parser("gen", "synthetic traces with known faults (for the benchmark)")
     g.add_argument("--out", required=True)
     g.add_argument("--rows", type=int, required=True, help="received rows, about")
     g.add_argument("--devices", type=int, default=1000)
@@ -55,14 +69,44 @@ def _widths(text):
     return tuple(w.strip() for w in text.split(",") if w.strip())
 
 
+def _fail(args, message):
+    print("pipeline %s: %s" % (args.cmd, message), file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _session(args, app):
+    """The SparkSession for a command; its own output goes to OUT/spark.log
+    unless -v."""
+    from pipeline import spark
+    os.makedirs(args.out, exist_ok=True)
+    if args.verbose:
+        return spark.session(args.master, app=app, level="WARN")
+    return spark.session(args.master, app=app, log=os.path.join(args.out, SPARK_LOG))
+
+
 def _audit(args):
-    from pipeline import job, spark
-    s = spark.session(args.master)
+    from tqdm import tqdm
+
+    from pipeline import job
     try:
-        summary = job.run(s, args.traces, args.out, _widths(args.windows),
-                          args.expiry_slack_ms, plots=not args.no_plots)
-    finally:
-        s.stop()
+        job.check_input(args.traces)
+    except job.NoInput as e:
+        return _fail(args, e)
+    stages = ["spark"] + ["audit", "windows"] + ([] if args.no_plots else ["report"])
+    with tqdm(total=len(stages), desc="spark", unit="stage", file=sys.stderr,
+              bar_format="{desc:<8} {n_fmt}/{total_fmt} stages {elapsed}") as bar:
+        s = _session(args, "frugalmqtt-audit")
+
+        def stage(name):
+            bar.update()
+            bar.set_description(name)
+        try:
+            summary = job.run(s, args.traces, args.out, _widths(args.windows),
+                              args.expiry_slack_ms, plots=not args.no_plots, progress=stage)
+            bar.update()
+            bar.set_description("done")
+        finally:
+            s.stop()
     print_summary(summary)
     return 0 if summary["ok"] else EXIT_VIOLATIONS
 
@@ -70,9 +114,10 @@ def _audit(args):
 def print_summary(summary):
     cols = ("published", "delivered", "lost", "duplicates", "order_violations",
             "late_expiry", "dup_flagged", "lat_p50_ms", "lat_p99_ms", "lat_max_ms")
-    print("run          qos " + " ".join("%10s" % c[:10] for c in cols))
+    width = max([len("run")] + [len(r["run_id"]) for r in summary["by_qos"]])
+    print("%-*s qos " % (width, "run") + " ".join("%10s" % c[:10] for c in cols))
     for r in summary["by_qos"]:
-        print("%-12s %3s " % (r["run_id"][:12], r["qos"])
+        print("%-*s %3s " % (width, r["run_id"], r["qos"])
               + " ".join("%10s" % _fmt(r[c]) for c in cols))
     for v in summary["violations"]:
         print("VIOLATION run %(run_id)s subscriber %(subscriber)s QoS %(qos)s: %(count)s %(kind)s"
@@ -97,10 +142,15 @@ def _collect(args):
 
 
 def _stream(args):
-    from pipeline import spark, stream
-    s = spark.session(args.master)
+    from pipeline import job, stream
     try:
-        stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once)
+        job.check_input(args.traces, ("received",))
+    except job.NoInput as e:
+        return _fail(args, e)
+    s = _session(args, "frugalmqtt-stream")
+    try:
+        stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once,
+                   args.watermark)
     finally:
         s.stop()
     return 0

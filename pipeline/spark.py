@@ -1,15 +1,21 @@
 """One place that builds the SparkSession, with the settings this machine needs
 (see ../shared/notes/platform.md): the venv's python for workers, loopback,
 UTC, no UI, quiet logs."""
+import contextlib
 import os
 import sys
 
 DEFAULT_MASTER = "local[*]"
 
 
-def session(master=None, app="frugalmqtt-pipeline", small=False, conf=()):
+def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=None,
+            level="ERROR"):
     """A SparkSession on `master` (local[*] unless given; under spark-submit
-    the submitted master is kept). `small=True` tunes for tiny test data."""
+    the submitted master is kept). `small=True` tunes for tiny test data.
+
+    `log`: a file that takes the JVM's own output (its startup warnings and
+    log lines) instead of this process's stderr; `level`: Spark's log level
+    once it runs (the CLI's -v: no log file, WARN)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -22,6 +28,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=()):
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # The audit partitions both inputs by (run, device) once; a join or
+        # window on more keys than that needs no second shuffle.
+        "spark.sql.requireAllClusterKeysForCoPartition": "false",
     }
     if small:
         settings.update({
@@ -37,6 +46,27 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=()):
     settings.update(dict(conf))
     for k, v in settings.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    with _stderr_to(log):
+        spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel(level)
     return spark
+
+
+@contextlib.contextmanager
+def _stderr_to(path):
+    """File descriptor 2 points at `path` while the JVM starts: the JVM
+    inherits it and keeps writing there; this process gets its own back."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
