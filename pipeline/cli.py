@@ -79,9 +79,12 @@ def _session(args, app):
     unless -v."""
     from pipeline import spark
     os.makedirs(args.out, exist_ok=True)
+    size = sum(os.path.getsize(os.path.join(d, f))
+               for d, _, files in os.walk(args.traces) for f in files)
     if args.verbose:
-        return spark.session(args.master, app=app, level="WARN")
-    return spark.session(args.master, app=app, log=os.path.join(args.out, SPARK_LOG))
+        return spark.session(args.master, app=app, level="WARN", input_bytes=size)
+    return spark.session(args.master, app=app, log=os.path.join(args.out, SPARK_LOG),
+                         input_bytes=size)
 
 
 def _audit(args):
