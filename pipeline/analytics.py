@@ -31,8 +31,11 @@ def readings(rcv):
 
 def telemetry(rcv):
     """One row per telemetry message (MESSAGE), partitioned by (run, device)
-    so the windows and gaps over it need no other shuffle."""
-    return readings(rcv).repartition(*PARTITION).dropDuplicates(MESSAGE)
+    so the windows and gaps over it need no other shuffle. (The sensor is
+    part of the payload, so it is a key here too: that keeps every
+    aggregation buffer fixed-width, a hash aggregation rather than a sort.)"""
+    return (readings(rcv).repartition(*PARTITION).groupBy(*MESSAGE, "sensor")
+            .agg(F.first("value").alias("value"), F.first("ts").alias("ts")))
 
 
 def windows(tel, width):
