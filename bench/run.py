@@ -23,6 +23,8 @@ FIRMWARE = REPO / "firmware"
 SCRIPT = REPO / "bench" / "codec_bench_mp.py"
 RESULTS = REPO / "bench" / "results"
 CODEC_MODULES = ("__init__", "err", "codec", "props", "publish", "control")
+HOST_MODULES = ("__init__", "codec")  # frugalmqtt_host: encode_publish, props_items
+PATH = os.pathsep.join([str(FIRMWARE), str(REPO)])  # frugalmqtt and frugalmqtt_host
 HEAPSIZE = "2m"
 
 OP_LABELS = {
@@ -64,11 +66,13 @@ def run_bench(cmd, env_extra, label):
 
 
 def compile_mpy(mpy_cross, dest):
-    pkg = Path(dest) / "frugalmqtt"
-    pkg.mkdir()
-    for m in CODEC_MODULES:
-        subprocess.run([mpy_cross, "-o", str(pkg / (m + ".mpy")), str(FIRMWARE / "frugalmqtt" / (m + ".py"))],
-                       check=True, capture_output=True, text=True)
+    for name, src, modules in (("frugalmqtt", FIRMWARE / "frugalmqtt", CODEC_MODULES),
+                               ("frugalmqtt_host", REPO / "frugalmqtt_host", HOST_MODULES)):
+        pkg = Path(dest) / name
+        pkg.mkdir()
+        for m in modules:
+            subprocess.run([mpy_cross, "-o", str(pkg / (m + ".mpy")), str(src / (m + ".py"))],
+                           check=True, capture_output=True, text=True)
 
 
 def cpu_model():
@@ -119,10 +123,10 @@ def main():
 
     runs = []  # (column label, info, ops)
     info, ops = run_bench([sys.executable, str(SCRIPT)] + bench_args,
-                          {"PYTHONPATH": str(FIRMWARE)}, "CPython")
+                          {"PYTHONPATH": PATH}, "CPython")
     runs.append(("CPython", info, ops))
     info, ops = run_bench([micropython, "-X", "heapsize=" + HEAPSIZE, str(SCRIPT)] + bench_args,
-                          {"MICROPYPATH": str(FIRMWARE)}, "MicroPython")
+                          {"MICROPYPATH": PATH}, "MicroPython")
     runs.append(("MicroPython", info, ops))
     if not args.no_mpy:
         mpy_cross = tool("mpy-cross")

@@ -51,4 +51,7 @@ def main(server="localhost", port=0, period=0.2):
 
 
 if __name__ == "__main__":
-    main()
+    # python examples/umqtt_style.py [HOST [PORT]]
+    import sys
+    main(sys.argv[1] if len(sys.argv) > 1 else "localhost",
+         int(sys.argv[2]) if len(sys.argv) > 2 else 0)

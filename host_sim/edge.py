@@ -11,8 +11,9 @@ which is how "no crash" is checked; the MicroPython device runs with a
 import time
 import tracemalloc
 
+from frugalmqtt_host import packets
 from .devices import run_device
-from .scripted import ScriptedBroker, serve_forever, build_publish
+from .scripted import ScriptedBroker, serve_forever
 
 HOLD_S = 0.6  # how long a script waits to see that nothing more comes
 MAX_PEAK = 1 << 20  # CPython: bytes traced at the peak of a case (device + peer)
@@ -125,11 +126,11 @@ def _bad(raw):
 
 
 def unknown_alias(v):
-    return build_publish(v, "", b"x", 1, 3, alias=3)
+    return packets.publish(v, "", b"x", 1, 3, alias=3)
 
 
 def qos3(v):
-    raw = bytearray(build_publish(v, "e/q", b"3", 1, 4))
+    raw = bytearray(packets.publish(v, "e/q", b"3", 1, 4))
     raw[0] = 0x36  # QoS bits 11 [MQTT-3.3.1-4]
     return bytes(raw)
 

@@ -5,8 +5,8 @@ an unknown topic alias, QoS 3, wrong reserved flags, an oversize remaining
 length, a session-present mismatch). Everything a real broker can do runs
 against mosquitto instead.
 
-Packets are built with the codec's encoders (frugalmqtt.publish, .control,
-.server); raw bytes can be sent as they are for malformed cases.
+Packets are built with frugalmqtt_host.packets (the codec's encoders); raw
+bytes can be sent as they are for malformed cases.
 
 A script is a function `script(peer)` run in its own thread for one accepted
 connection: `scripts[i]` for the i-th connection, the last one for any later
@@ -17,40 +17,12 @@ import socket
 import threading
 import time
 
-from frugalmqtt import control, publish
-from frugalmqtt import server as SV
 from frugalmqtt.codec import (CONNECT, DISCONNECT, PINGREQ, PINGRESP, PUBLISH, PUBREL,
                               SUBSCRIBE)
+from frugalmqtt_host import packets
 from . import wire
 
 WAIT_S = 5.0
-_BUF = bytearray(1 << 16)
-
-
-def build_publish(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None,
-                  alias=0):
-    n = publish.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
-    return bytes(_BUF[:n])
-
-
-def build_ack(v, ptype, pid, reason=0, props=None):
-    n = publish.encode_ack(_BUF, 0, v, wire.packet_type(ptype), pid, reason, props)
-    return bytes(_BUF[:n])
-
-
-def build_connack(v, sp=False, reason=0, props=None):
-    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
-    return bytes(_BUF[:n])
-
-
-def build_suback(v, pid, codes):
-    n = SV.encode_suback(_BUF, 0, v, pid, codes)
-    return bytes(_BUF[:n])
-
-
-def build_disconnect(v, reason=0):
-    n = control.encode_disconnect(_BUF, 0, v, reason)
-    return bytes(_BUF[:n])
 
 
 class Peer:
@@ -137,16 +109,16 @@ class Peer:
     def accept(self, sp=False, props=None):
         """Wait for CONNECT, answer CONNACK; returns the CONNECT."""
         c = self.expect(CONNECT)
-        self.send(build_connack(self.version, sp, 0, props))
+        self.send(packets.connack(self.version, sp, 0, props))
         return c
 
     def publish(self, topic, payload, qos=0, pid=0, dup=False, retain=False, props=None,
                 alias=0):
-        self.send(build_publish(self.version, topic, payload, qos, pid, retain, dup, props,
-                                alias))
+        self.send(packets.publish(self.version, topic, payload, qos, pid, retain, dup, props,
+                                  alias))
 
     def ack(self, ptype, pid, reason=0):
-        self.send(build_ack(self.version, ptype, pid, reason))
+        self.send(packets.ack(self.version, wire.packet_type(ptype), pid, reason))
 
     def close(self):
         try:
@@ -225,7 +197,7 @@ def serve_forever(peer):
     like a well-behaved broker (PUBACK / PUBREC / PUBCOMP / SUBACK), until the
     device closes."""
     c = peer.expect(CONNECT)
-    peer.send(build_connack(peer.version, not c["clean"]))
+    peer.send(packets.connack(peer.version, not c["clean"]))
     seen = 0
     while not peer.closed:
         with peer.cond:
@@ -240,4 +212,4 @@ def serve_forever(peer):
             elif e["type"] == PUBREL:
                 peer.ack("PUBCOMP", e["pid"])
             elif e["type"] == SUBSCRIBE:
-                peer.send(build_suback(peer.version, e["pid"], [o & 3 for _, o in e["subs"]]))
+                peer.send(packets.suback(peer.version, e["pid"], [o & 3 for _, o in e["subs"]]))

@@ -1,8 +1,10 @@
 """Splitting a TCP byte stream into MQTT packets and describing each one with
-the shared codec (frugalmqtt.control.decode_packet): used by the link
-simulator and the scripted broker. Host only."""
-from frugalmqtt import control, publish
+the shared codec (frugalmqtt_host.server.decode_packet, both directions):
+used by the link simulator and the scripted broker. Host only."""
+from frugalmqtt import publish
 from frugalmqtt import props as P
+from frugalmqtt_host import server
+from frugalmqtt_host.codec import topic_bytes, payload_bytes, props_items
 from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP,
                               DISCONNECT, AUTH, MQTTError)
@@ -75,7 +77,7 @@ def describe(raw, version):
     e = {"type": t, "name": NAMES.get(t, str(t)), "first": raw[0], "pid": None,
          "reason": None, "size": len(raw), "error": None}
     try:
-        t = control.decode_packet(_pkt, raw, 0, len(raw), version)
+        t = server.decode_packet(_pkt, raw, 0, len(raw), version)
     except MQTTError as err:
         e["error"] = err.reason
         return e
@@ -85,16 +87,16 @@ def describe(raw, version):
     e["pid"] = _pkt.pid
     e["reason"] = _pkt.reason
     if t == PUBLISH:
-        e.update(qos=_pkt.qos, dup=_pkt.dup, retain=_pkt.retain, topic=_pkt.topic_bytes(),
-                 payload=_pkt.payload_bytes(), alias=_pkt.props.get_int(P.TOPIC_ALIAS, 0)
+        e.update(qos=_pkt.qos, dup=_pkt.dup, retain=_pkt.retain, topic=topic_bytes(_pkt),
+                 payload=payload_bytes(_pkt), alias=_pkt.props.get_int(P.TOPIC_ALIAS, 0)
                  if version >= 5 else 0,
-                 props=_pkt.props.items() if version >= 5 else [])
+                 props=props_items(_pkt.props) if version >= 5 else [])
     elif t == CONNECT:
         c = _pkt.extra
         e.update(clean=c.clean, client_id=c.client_id, keepalive=c.keepalive,
                  props=list(c.props or ()), version=c.version)
     elif t == CONNACK:
-        e.update(sp=_pkt.sp, props=_pkt.props.items() if version >= 5 else [])
+        e.update(sp=_pkt.sp, props=props_items(_pkt.props) if version >= 5 else [])
     elif t == DISCONNECT:
         e["reason"] = _pkt.reason or 0
     elif t == SUBSCRIBE:

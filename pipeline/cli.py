@@ -5,8 +5,10 @@ import json
 import os
 import sys
 
+from . import broker
+
 EXIT_VIOLATIONS = 3  # the audit found a broken QoS 1/2 guarantee
-EXIT_USAGE = 2       # missing or empty input (argparse uses 2 for bad arguments too)
+EXIT_USAGE = 2       # bad input: missing or empty traces, a broker that cannot be reached, ...
 SPARK_LOG = "spark.log"  # Spark's own output, in the --out folder unless -v
 
 
@@ -14,11 +16,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m pipeline")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def parser(name, help):
-        return sub.add_parser(name, help=help,
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-
-    a = parser("audit", "delivery audit + telemetry analytics + report")
+    # Defaults in --help; no abbreviated options (--pass would be --password-file).
+    shown = dict(formatter_class=_ShowDefaults, allow_abbrev=False)
+    a = sub.add_parser("audit", help="delivery audit + telemetry analytics + report", **shown)
     a.add_argument("--traces", required=True, help="directory holding run=<id>/ folders")
     a.add_argument("--out", required=True, help="report directory")
     a.add_argument("--master", default=None, help="Spark master (default local[*])")
@@ -29,22 +29,28 @@ def main(argv=None):
     a.add_argument("-v", "--verbose", action="store_true",
                    help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
 
-    c = parser("collect", "subscribe and append received telemetry as Parquet")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=1883)
-    c.add_argument("--topic", default="#")
+    c = sub.add_parser("collect", help="subscribe and append received telemetry as Parquet",
+                       **shown)
+    broker.add_arguments(c)
+    c.add_argument("--topic", default="#", help="topic filter (QoS 1)")
     c.add_argument("--out", required=True, help="traces directory (writes run=<id>/received)")
-    c.add_argument("--run-id", default="live")
-    c.add_argument("--client-id", default="pipeline-collect")
+    c.add_argument("--run-id", default="live", help="the run=<id> folder written")
+    c.add_argument("--client-id", default="pipeline-collect",
+                   help="client id of the persistent session")
     c.add_argument("--batch", type=int, default=500, help="rows per Parquet file at most")
     c.add_argument("--idle-ms", type=int, default=200,
                    help="write the batch when nothing arrived for this long")
     c.add_argument("--max-age-ms", type=int, default=2000, help="write a batch this old")
     c.add_argument("--duration-s", type=float, default=0, help="stop after this (0: never)")
     c.add_argument("--count", type=int, default=0, help="stop after this many rows (0: never)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
-    s = parser("stream", "keep per-sensor windows current over collected files")
-    s.add_argument("--traces", required=True, help="directory holding run=<id>/received")
+    s = sub.add_parser("stream", help="keep per-sensor windows current over collected files "
+                       "or straight from the broker", **shown)
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--traces", help="read the files collected under this directory")
+    src.add_argument("--mqtt", metavar="HOST[:PORT]", type=broker.parse_address,
+                     help="read the broker (the `mqtt` source: at-least-once, persistent session)")
     s.add_argument("--out", required=True, help="windows_<w>/ and _checkpoints/ go here")
     s.add_argument("--master", default=None, help="Spark master (default local[*])")
     s.add_argument("--windows", default="1m,1h", help="tumbling window widths")
@@ -54,8 +60,12 @@ def main(argv=None):
     s.add_argument("--once", action="store_true", help="process what is there, then stop")
     s.add_argument("-v", "--verbose", action="store_true",
                    help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
+    s.add_argument("--topic", default="#", help="with --mqtt: the topic filter")
+    s.add_argument("--client-id", default="pipeline-stream",
+                   help="with --mqtt: session id prefix (one session per window width)")
+    broker.add_arguments(s, address=False)
 
-    g = parser("gen", "synthetic traces with known faults (for the benchmark)")
+    g = sub.add_parser("gen", help="synthetic traces with known faults (for the benchmark)")
     g.add_argument("--out", required=True)
     g.add_argument("--rows", type=int, required=True, help="received rows, about")
     g.add_argument("--devices", type=int, default=1000)
@@ -65,13 +75,18 @@ def main(argv=None):
     return globals()["_" + args.cmd](args)
 
 
+class _ShowDefaults(argparse.HelpFormatter):
+    """--help shows an option's default where it has one."""
+
+    def _get_help_string(self, action):
+        if (not action.help or action.default in (None, False, argparse.SUPPRESS)
+                or "%(default)" in action.help):
+            return action.help
+        return action.help + " (default: %(default)s)"
+
+
 def _widths(text):
     return tuple(w.strip() for w in text.split(",") if w.strip())
-
-
-def _fail(args, message):
-    print("pipeline %s: %s" % (args.cmd, message), file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _session(args, app):
@@ -80,7 +95,8 @@ def _session(args, app):
     from pipeline import spark
     os.makedirs(args.out, exist_ok=True)
     size = sum(os.path.getsize(os.path.join(d, f))
-               for d, _, files in os.walk(args.traces) for f in files)
+               for d, _, files in os.walk(args.traces) for f in files) \
+        if args.traces else None
     if args.verbose:
         return spark.session(args.master, app=app, level="WARN", input_bytes=size)
     return spark.session(args.master, app=app, log=os.path.join(args.out, SPARK_LOG),
@@ -94,7 +110,7 @@ def _audit(args):
     try:
         job.check_input(args.traces)
     except job.NoInput as e:
-        return _fail(args, e)
+        return _fail("audit", e)
     stages = ["spark"] + ["audit", "windows"] + ([] if args.no_plots else ["report"])
     with tqdm(total=len(stages), desc="spark", unit="stage", file=sys.stderr,
               bar_format="{desc:<8} {n_fmt}/{total_fmt} stages {elapsed}") as bar:
@@ -137,26 +153,45 @@ def _fmt(v):
 
 def _collect(args):
     from pipeline import collect
-    n = collect.Collector(args.host, args.port, args.topic, args.out, args.run_id,
-                          args.client_id, args.batch, args.idle_ms, args.max_age_ms).run(
-        args.duration_s, args.count)
+    try:
+        n = collect.Collector(broker.from_args(args), args.topic, args.out, args.run_id,
+                              args.client_id, args.batch, args.idle_ms, args.max_age_ms).run(
+            args.duration_s, args.count, progress=not args.no_progress)
+    except broker.BrokerError as e:
+        return _fail("collect", e)
     print("collected %d rows into %s" % (n, args.out))
     return 0
 
 
 def _stream(args):
     from pipeline import job, stream
-    try:
-        job.check_input(args.traces, ("received",))
-    except job.NoInput as e:
-        return _fail(args, e)
+    mqtt = None
+    if args.traces:
+        try:
+            job.check_input(args.traces, ("received",))
+        except job.NoInput as e:
+            return _fail("stream", e)
+    else:
+        b = broker.from_args(args, *args.mqtt)
+        try:  # fail in one line before Spark starts (a session of its own: ours untouched)
+            check = b.client(args.client_id + "-check")
+            b.connect(check)
+            check.disconnect()
+        except broker.BrokerError as e:
+            return _fail("stream", e)
+        mqtt = (b, args.topic, args.client_id)
     s = _session(args, "frugalmqtt-stream")
     try:
         stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once,
-                   args.watermark)
+                   mqtt, args.watermark)
     finally:
         s.stop()
     return 0
+
+
+def _fail(cmd, error):
+    print("pipeline %s: %s" % (cmd, error), file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _gen(args):

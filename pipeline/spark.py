@@ -1,9 +1,13 @@
 """One place that builds the SparkSession, with the settings this machine needs
 (see ../shared/notes/platform.md): the venv's python for workers, loopback,
-UTC, no UI, quiet logs."""
+UTC, no UI, quiet logs; on a cluster, the project's code shipped to the
+executors."""
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 
 DEFAULT_MASTER = "local[*]"
 
@@ -64,6 +68,12 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
     with _stderr_to(log):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel(level)
+    if master and not master.startswith("local") and not under_submit:
+        # A cluster: ship the code as spark-submit --py-files would (under
+        # spark-submit, pass --py-files yourself: see the README).
+        folder = tempfile.mkdtemp(prefix="frugalmqtt-")
+        atexit.register(shutil.rmtree, folder, True)
+        spark.sparkContext.addPyFile(package_zip(folder))
     return spark
 
 
@@ -85,3 +95,25 @@ def _stderr_to(path):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(fd)
+
+
+PACKAGES = ("pipeline", "host_sim", "frugalmqtt")  # what the job imports
+
+
+def package_zip(folder):
+    """Zip the packages the job imports (from where this process imports
+    them) into folder/frugalmqtt-pipeline.zip, for --py-files; returns its path."""
+    import importlib
+    import zipfile
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "frugalmqtt-pipeline.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in PACKAGES:
+            src = os.path.dirname(importlib.import_module(name).__file__)
+            for root, dirs, files in os.walk(src):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                for f in files:
+                    if f.endswith(".py"):
+                        full = os.path.join(root, f)
+                        z.write(full, os.path.join(name, os.path.relpath(full, src)))
+    return path

@@ -1,5 +1,6 @@
-"""Spark Structured Streaming over the collected files: keeps the per-sensor
-tumbling windows current (the same definitions as the batch analytics).
+"""Spark Structured Streaming over the collected files, or straight from the
+broker (pipeline/mqtt_source.py): keeps the per-sensor tumbling windows
+current (the same definitions as the batch analytics).
 
 Each width gets a query whose complete result replaces OUT/windows_<w>/ after
 every micro-batch; its state lives in OUT/_checkpoints/ so a restart goes on
@@ -12,18 +13,21 @@ import os
 
 from host_sim import schema
 
-from . import analytics, traces
+from . import analytics, mqtt_source, traces
 from .audit import MESSAGE
 
 
 def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, once=False,
-        watermark="1h"):
-    rows = (spark.readStream.schema(schema.spark_schema(schema.RECEIVED))
-            .parquet(traces.runs(traces_dir) + "/received"))
-    tel = (analytics.readings(rows).withWatermark("ts", analytics.interval(watermark))
-           .dropDuplicatesWithinWatermark(MESSAGE))
+        mqtt=None, watermark="1h"):
+    """Run the window queries until stopped (once: until what is there is
+    done); returns them. Reads the files under traces_dir, or, with
+    mqtt=(Broker, topic, client_id), the broker through the `mqtt` source:
+    one persistent session per width, client id `<client_id>-<width>`."""
     queries = []
     for w in widths:
+        tel = (analytics.readings(_received(spark, traces_dir, mqtt, w))
+               .withWatermark("ts", analytics.interval(watermark))
+               .dropDuplicatesWithinWatermark(MESSAGE))
         target = os.path.join(out, "windows_%s" % w)
 
         def replace(df, _batch, target=target):
@@ -40,3 +44,15 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, on
     finally:
         for q in queries:
             q.stop()
+    return queries
+
+
+def _received(spark, traces_dir, mqtt, width):
+    if mqtt is None:
+        return (spark.readStream.schema(schema.spark_schema(schema.RECEIVED))
+                .parquet(traces.runs(traces_dir) + "/received"))
+    broker, topic, client_id = mqtt
+    spark.dataSource.register(mqtt_source.MQTTDataSource)
+    return (spark.readStream.format("mqtt")
+            .options(**mqtt_source.options(broker, topic, "%s-%s" % (client_id, width)))
+            .load())

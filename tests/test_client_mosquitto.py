@@ -67,7 +67,7 @@ def run_device(runtime, name, broker, version, **params):
         scenarios.run(name, params, lambda line: events.append(json.loads(line)))
     else:
         env = dict(os.environ)
-        env["MICROPYPATH"] = os.pathsep.join([str(REPO / "firmware"), str(MP_DIR)])
+        env["MICROPYPATH"] = os.pathsep.join([str(REPO / "firmware"), str(REPO), str(MP_DIR)])
         cmd = [micropython_binary(), "-X", "heapsize=" + MP_HEAPSIZE, str(SCRIPT), name,
                json.dumps(params)]
         try:

@@ -30,7 +30,9 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from frugalmqtt import codec, control, publish, server
+from frugalmqtt import codec, control, publish
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server
 from frugalmqtt import props as P
 from frugalmqtt.codec import (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP,
                               SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP,
@@ -65,23 +67,23 @@ def snapshot(pkt, t, v, raw):
     """Copy everything decoded into `pkt` (whose buffer is reused) into plain values."""
     d = SimpleNamespace(type=t, name=NAMES.get(t, str(t)), v=v, raw=raw, first=pkt.first)
     if t == PUBLISH:
-        d.topic = pkt.topic_bytes().decode()
-        d.payload = pkt.payload_bytes()
+        d.topic = host.topic_bytes(pkt).decode()
+        d.payload = host.payload_bytes(pkt)
         d.qos, d.retain, d.dup, d.pid = pkt.qos, pkt.retain, pkt.dup, pkt.pid
-        d.props = pkt.props.items()
+        d.props = host.props_items(pkt.props)
     elif PUBACK <= t <= PUBCOMP:
-        d.pid, d.reason, d.props = pkt.pid, pkt.reason, pkt.props.items()
+        d.pid, d.reason, d.props = pkt.pid, pkt.reason, host.props_items(pkt.props)
     elif t == CONNECT:
         d.connect = pkt.extra
     elif t == CONNACK:
-        d.sp, d.reason, d.props = pkt.sp, pkt.reason, pkt.props.items()
+        d.sp, d.reason, d.props = pkt.sp, pkt.reason, host.props_items(pkt.props)
     elif t in (SUBSCRIBE, UNSUBSCRIBE):
-        d.pid, d.filters, d.props = pkt.pid, list(pkt.extra), pkt.props.items()
+        d.pid, d.filters, d.props = pkt.pid, list(pkt.extra), host.props_items(pkt.props)
     elif t in (SUBACK, UNSUBACK):
-        d.pid, d.props = pkt.pid, pkt.props.items()
+        d.pid, d.props = pkt.pid, host.props_items(pkt.props)
         d.codes = list(pkt.buf[pkt.data:pkt.data + pkt.data_len])
     elif t == DISCONNECT:
-        d.reason, d.props = pkt.reason, pkt.props.items()
+        d.reason, d.props = pkt.reason, host.props_items(pkt.props)
     return d
 
 
@@ -90,7 +92,7 @@ def reencode(d):
     buf = bytearray(1 << 16)
     v = d.v
     if d.type == PUBLISH:
-        n = publish.encode_publish(buf, 0, v, d.topic, d.payload, d.qos, d.pid, d.retain,
+        n = host.encode_publish(buf, 0, v, d.topic, d.payload, d.qos, d.pid, d.retain,
                                    d.dup, d.props or None)
     elif PUBACK <= d.type <= PUBCOMP:
         n = publish.encode_ack(buf, 0, v, d.type, d.pid, d.reason, d.props or None)
@@ -131,7 +133,7 @@ def assert_reencodes(packets):
 
 
 class Receiver:
-    """Frames and decodes a byte stream with codec.Framer + control.decode."""
+    """Frames and decodes a byte stream with codec.Framer + server.decode (both directions)."""
 
     def __init__(self, v):
         self.v = v
@@ -143,12 +145,12 @@ class Receiver:
         off, end = 0, len(data)
         f = self.framer
         while off < end:
-            off = f.feed(data, off, end)
-            if f.done:
+            off = host.feed(f, data, off, end)
+            if host.done(f):
                 hdr = bytearray(5)
                 n = codec.put_vbi(hdr, 0, f.rl)
                 raw = bytes([f.first]) + bytes(hdr[:n]) + bytes(f.buf[:f.rl])
-                t = control.decode(self.pkt, f.first, f.buf, 0, f.rl, self.v)
+                t = server.decode(self.pkt, f.first, f.buf, 0, f.rl, self.v)
                 if t == CONNECT:
                     self.v = self.pkt.extra.version
                 yield snapshot(self.pkt, t, self.v, raw)
@@ -261,7 +263,7 @@ class CaptureServer:
                                 kw.setdefault("pid", 100 + i)
                             if v < 5:
                                 kw["props"] = None
-                            send(publish.encode_publish(out, 0, v, **kw))
+                            send(host.encode_publish(out, 0, v, **kw))
                     elif d.type == UNSUBSCRIBE:
                         codes = [0] * len(d.filters) if v >= 5 else ()
                         send(server.encode_unsuback(out, 0, v, d.pid, codes))
@@ -635,7 +637,7 @@ class RawClient:
         return self.expect(CONNACK)
 
     def publish(self, *args, **kw):
-        self.send(publish.encode_publish(self.out, 0, self.v, *args, **kw))
+        self.send(host.encode_publish(self.out, 0, self.v, *args, **kw))
 
     def ack(self, ptype, pid):
         self.send(publish.encode_ack(self.out, 0, self.v, ptype, pid))

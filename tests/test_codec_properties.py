@@ -33,7 +33,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from frugalmqtt import codec, control, props, publish, server
+from frugalmqtt import codec, control, props, publish
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server
 
 P = props
 NAMES = {
@@ -72,16 +74,16 @@ def ack_reasons(ptype):
 # ---- encoding by name, sizes, summaries --------------------------------------
 
 ENCODERS = {
-    "publish": (publish.encode_publish, publish.size_publish),
-    "ack": (publish.encode_ack, publish.size_ack),
-    "connect": (control.encode_connect, control.size_connect),
+    "publish": (host.encode_publish, host.size_publish),
+    "ack": (publish.encode_ack, host.size_ack),
+    "connect": (control.encode_connect, host.size_connect),
     "connack": (server.encode_connack, server.size_connack),
-    "subscribe": (control.encode_subscribe, control.size_subscribe),
+    "subscribe": (control.encode_subscribe, host.size_subscribe),
     "suback": (server.encode_suback, server.size_suback),
-    "unsubscribe": (control.encode_unsubscribe, control.size_unsubscribe),
+    "unsubscribe": (control.encode_unsubscribe, host.size_unsubscribe),
     "unsuback": (server.encode_unsuback, server.size_unsuback),
     "ping": (control.encode_ping, None),
-    "disconnect": (control.encode_disconnect, control.size_disconnect),
+    "disconnect": (control.encode_disconnect, host.size_disconnect),
     "auth": (server.encode_auth, server.size_auth),
 }
 _SIZE_PARAMS = {k: set(inspect.signature(s).parameters) if s else set()
@@ -200,10 +202,10 @@ def summarize(pkt):
     """Every field of the decoded packet that applies to its type."""
     t = pkt.type
     name = NAMES[t]
-    items = pkt.props.items()
+    items = host.props_items(pkt.props)
     if t == codec.PUBLISH:
-        return (name, pkt.qos, pkt.dup, pkt.retain, pkt.pid, pkt.topic_bytes(),
-                pkt.payload_bytes(), items)
+        return (name, pkt.qos, pkt.dup, pkt.retain, pkt.pid, host.topic_bytes(pkt),
+                host.payload_bytes(pkt), items)
     if t in ACKS:
         return (name, pkt.pid, pkt.reason, items)
     if t == codec.CONNECT:
@@ -333,14 +335,14 @@ def check_decode(pkt, buf, v, off=0, end=None, first=None):
     """The robustness rule: decoding either raises codec.MQTTError (with a reason a
     decoder may send) or succeeds; then the decoded values encode again and decode
     to the same values. Any other exception propagates and fails the test.
-    With `first`, buf[off:end] is a body decoded with control.decode()."""
+    With `first`, buf[off:end] is a body decoded with server.decode()."""
     if end is None:
         end = len(buf)
     try:
         if first is None:
-            control.decode_packet(pkt, buf, off, end, v)
+            server.decode_packet(pkt, buf, off, end, v)
         else:
-            control.decode(pkt, first, buf, off, end, v)
+            server.decode(pkt, first, buf, off, end, v)
     except codec.MQTTError as e:
         assert e.reason in DECODE_REASONS, "unexpected reason %r" % (e.args,)
         return None
@@ -353,7 +355,7 @@ def check_decode(pkt, buf, v, off=0, end=None, first=None):
         pytest.fail("decoded %r from %r (v=%d), but the encoder refuses it: %r"
                     % (s, bytes(buf[off:end]), v, e))
     pkt2 = publish.Packet()
-    control.decode_packet(pkt2, again, 0, len(again), v)
+    server.decode_packet(pkt2, again, 0, len(again), v)
     assert canon(summarize(pkt2)) == canon(s)
     # MQTT leaves almost no freedom in how a packet is written, so what was accepted
     # must be the very bytes the encoder writes for the decoded values.
@@ -599,13 +601,13 @@ small_case = any_case.filter(lambda c: c.size() <= SMALL)
 def roundtrip(case):
     wire_bytes = case.encode()
     pkt = publish.Packet()
-    t = control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), case.v)
+    t = server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), case.v)
     assert NAMES[t] == expected(case)[0]
     assert summarize(pkt) == expected(case)
     assert_spec_valid(summarize(pkt), case.v)
     # the same bytes inside a larger buffer, at an offset, with explicit end
     framed = b"\x00\xff" + wire_bytes + b"\x30\x00"
-    control.decode_packet(pkt, bytearray(framed), 2, 2 + len(wire_bytes), case.v)
+    server.decode_packet(pkt, bytearray(framed), 2, 2 + len(wire_bytes), case.v)
     assert summarize(pkt) == expected(case)
     # a buffer one byte short is refused
     with pytest.raises(ValueError):
@@ -762,7 +764,7 @@ def test_encoder_never_produces_invalid_packet(case):
         return
     pkt = publish.Packet()
     try:
-        control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), case.v)
+        server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), case.v)
     except codec.MQTTError as e:
         pytest.fail("encoder accepted %r but wrote a packet the decoder rejects: %r"
                     % (case, e.args))
@@ -927,7 +929,7 @@ def check_block(items, where):
     wire_bytes = embed(where, raw_props(items))
     pkt = publish.Packet()
     try:
-        control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), 5)
+        server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), 5)
     except codec.MQTTError as e:
         assert e.reason in DECODE_REASONS
         assert not spec_allows(items, where), "valid properties refused: %r" % (e.args,)
@@ -938,7 +940,7 @@ def check_block(items, where):
     elif where == "WILL":
         got = pkt.extra.will.props
     else:
-        got = pkt.props.items()
+        got = host.props_items(pkt.props)
     assert got == items
     check_decode(pkt, wire_bytes, 5)
 
@@ -989,7 +991,7 @@ def test_connect_flags_exhaustive(v):
         pkt = publish.Packet()
         wire_bytes = frame(0x10, body)
         try:
-            control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
+            server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
         except codec.MQTTError:
             assert not ok, "flags %#04x refused" % flags
             continue
@@ -1016,7 +1018,7 @@ def test_subscription_options_exhaustive(v):
             wire_bytes = frame(0x82, body)
             pkt = publish.Packet()
             try:
-                control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
+                server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
             except codec.MQTTError:
                 assert not ok, "options %#04x on %r refused" % (opts, f)
                 continue
@@ -1033,7 +1035,7 @@ def test_connack_flags_exhaustive(v):
             wire_bytes = frame(0x20, bytes((flags, reason)) + (b"\x00" if v == 5 else b""))
             pkt = publish.Packet()
             try:
-                control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
+                server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
             except codec.MQTTError:
                 assert not ok
                 continue
@@ -1067,7 +1069,7 @@ def test_first_byte_exhaustive(v):
         wire_bytes = frame(first, body)
         pkt = publish.Packet()
         try:
-            control.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
+            server.decode_packet(pkt, wire_bytes, 0, len(wire_bytes), v)
         except codec.MQTTError:
             assert not ok, "first byte %#04x refused" % first
             continue
@@ -1153,7 +1155,7 @@ def test_truncation(case):
     for v in (4, 5):
         for k in range(len(wire_bytes)):
             with pytest.raises(codec.MQTTError):  # the remaining length cannot match
-                control.decode_packet(pkt, wire_bytes[:k], 0, k, v)
+                server.decode_packet(pkt, wire_bytes[:k], 0, k, v)
         for k in range(len(body) + 1):  # a shorter body given straight to decode()
             check_decode(pkt, body, v, 0, k, first=first)
         check_decode(pkt, body + b"\x00", v, first=first)  # one byte too many
@@ -1231,8 +1233,8 @@ def _drain_framer(f, stream, v, split_points):
     for a, b in zip(bounds, bounds[1:]):
         off = a
         while off < b:
-            off = f.feed(stream, off, b)
-            if f.done:
+            off = host.feed(f, stream, off, b)
+            if host.done(f):
                 assert stream[start:off] == frame(f.first, f.buf[:f.rl])
                 assert off - start <= f.max
                 start = off
@@ -1304,9 +1306,9 @@ def test_framer_any_split(v, data):
     for chunk in chunks:
         off = 0
         while off < len(chunk):
-            off = f.feed(chunk, off, len(chunk))
-            if f.done:
-                control.decode(pkt, f.first, f.buf, 0, f.rl, v)
+            off = host.feed(f, chunk, off, len(chunk))
+            if host.done(f):
+                server.decode(pkt, f.first, f.buf, 0, f.rl, v)
                 got.append(canon(summarize(pkt)))
     assert got == want
 
@@ -1316,12 +1318,12 @@ def test_framer_any_split(v, data):
     got = []
     while True:
         try:
-            ready = f.read_from(s)
+            ready = host.read_from(f, s)
         except EOFError:
             break
         if ready:
-            assert f.done
-            control.decode(pkt, f.first, f.buf, 0, f.rl, v)
+            assert host.done(f)
+            server.decode(pkt, f.first, f.buf, 0, f.rl, v)
             got.append(canon(summarize(pkt)))
     assert got == want
 
@@ -1334,10 +1336,10 @@ def test_framer_refuses_oversize_before_body(case):
     head = len(wire_bytes) - len(body)
     # exactly the maximum: accepted
     f = codec.Framer(len(wire_bytes))
-    assert f.feed(wire_bytes, 0, len(wire_bytes)) == len(wire_bytes) and f.done
+    assert host.feed(f, wire_bytes, 0, len(wire_bytes)) == len(wire_bytes) and host.done(f)
     # one byte over: 0x95 as soon as the fixed header is complete
     f = codec.Framer(len(wire_bytes) - 1)
-    assert f.feed(wire_bytes, 0, head - 1) == head - 1
+    assert host.feed(f, wire_bytes, 0, head - 1) == head - 1
     with pytest.raises(codec.MQTTError) as e:
-        f.feed(wire_bytes, head - 1, head)
+        host.feed(f, wire_bytes, head - 1, head)
     assert e.value.reason == codec.PACKET_TOO_LARGE

@@ -2,13 +2,14 @@
 import ast
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = REPO / "tools" / "conformance.py"
-SPEC = REPO.parent / "shared" / "spec" / "conformance.md"
+SPEC = REPO / "tools" / "spec" / "conformance.md"
 SESSION_TESTS = [REPO / "tests" / "device" / "test_session_flows.py",
                  REPO / "tests" / "device" / "test_session_errors.py"]
 
@@ -71,6 +72,25 @@ def test_found_from_another_working_directory(tmp_path):
     p = run(cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert str(SPEC) in p.stdout or "conformance.md" in p.stdout
+
+
+def test_runs_in_a_clone_on_its_own(tmp_path):
+    """The checklist is in the repository: a copy with no ../shared beside it
+    gives the same report."""
+    clone = tmp_path / "frugalmqtt"
+    for d in ("tools", "tests"):
+        shutil.copytree(REPO / d, clone / d, ignore=shutil.ignore_patterns("__pycache__"))
+    assert not (tmp_path / "shared").exists()
+    p = subprocess.run([sys.executable, str(clone / "tools" / "conformance.py"), "--json"],
+                       cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    alone = json.loads(p.stdout)
+    assert alone["spec"] == str(clone / "tools" / "spec" / "conformance.md")
+    here = report_json()
+    assert {k: v for k, v in alone.items() if k != "spec"} == json.loads(
+        json.dumps({k: v for k, v in here.items() if k != "spec"}).replace(
+            str(REPO), str(clone)))
+    assert alone["totals"]["ids"] > 0
 
 
 def test_missing_spec_fails(tmp_path):

@@ -101,7 +101,7 @@ def _run_module(filename, micropython):
     _, heapsize = _scan(DEVICE_DIR / filename)
     cmd = [micropython, "-X", "heapsize=" + heapsize, str(RUNNER), filename[:-3]]
     env = dict(os.environ)
-    env["MICROPYPATH"] = os.pathsep.join([str(FIRMWARE_DIR), str(DEVICE_DIR), ".frozen"])
+    env["MICROPYPATH"] = os.pathsep.join([str(FIRMWARE_DIR), str(REPO), str(DEVICE_DIR), ".frozen"])
     try:
         proc = subprocess.run(
             cmd, cwd=str(REPO), env=env, capture_output=True, text=True,

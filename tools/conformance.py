@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Conformance coverage report: which client-side requirements the tests cite.
 
-Reads the checklist ../shared/spec/conformance.md (relative to the repository
-root; --spec overrides), keeps the rows whose "client-side?" column is yes, and
+Reads the checklist tools/spec/conformance.md (the repository's copy of the
+project's requirement list; --spec overrides), keeps the rows whose "client-side?" column is yes, and
 scans every *.py file under tests/ (--tests overrides) for test functions
 (names starting with "test") that cite a requirement id:
 
@@ -35,7 +35,7 @@ import tokenize
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = REPO.parent / "shared" / "spec" / "conformance.md"
+DEFAULT_SPEC = REPO / "tools" / "spec" / "conformance.md"
 DEFAULT_TESTS = REPO / "tests"
 
 V5 = "5.0"

@@ -16,8 +16,12 @@
    seconds pass, or Ctrl-C).
 
 --frozen: the firmware was built with boards/<board>/manifest.py; only
-main.py, the config and the CA go. --resume: connect without mpremote's
-soft reset (needed for the unix port on tools/ptyboard.py, which has none).
+main.py, the config and the CA go.
+
+Every board takes the same path, mpremote's own: connect, Ctrl-C (stops a
+running main.py), raw REPL with a soft reset, copy. tools/ptyboard.py (the
+unix port as a board) behaves as a board does there, so it needs nothing
+special. A port that is not there is reported with the ports that are.
 """
 import argparse
 import json
@@ -33,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import monitor  # noqa: E402
 import mpy  # noqa: E402
 import profiles  # noqa: E402
+import serialports  # noqa: E402
 
 REPO = profiles.REPO
 ARCH = {"esp32": "xtensawin", "rp2040": "armv6m", "unix": "xtensawin"}
@@ -98,7 +103,7 @@ def stage(board, profile, cfg_file, out, build, frozen=False, env=os.environ):
     return files
 
 
-def mpremote_args(port, files, resume):
+def mpremote_args(port, files):
     """One mpremote run: make the directories, drop .py files that would
     shadow the .mpy ones, copy every file."""
     dirs = sorted({str(Path(d).parent) for d in files if "/" in d})
@@ -109,7 +114,7 @@ def mpremote_args(port, files, resume):
             "for f in %r:\n"
             "    try:\n        os.remove(f)\n    except OSError:\n        pass\n"
             % (_parents(dirs), stale))
-    args = ["connect", port] + (["resume"] if resume else []) + ["exec", prep]
+    args = ["connect", port, "exec", prep]
     for dev, src in sorted(files.items()):
         args += ["+", "fs", "cp", str(src), ":" + dev]
     return args
@@ -132,8 +137,7 @@ def mpremote():
 
 
 def reset_and_tail(port, baud, hard, until, tail, color):
-    import serial
-    s = serial.serial_for_url(port, baud, timeout=0.1)
+    s = monitor.open_port(port, baud)
     s.write(b"\r\x03\x03")  # stop whatever runs
     time.sleep(0.2)
     s.write(b"\x02")  # leave the raw REPL if mpremote left it there
@@ -146,9 +150,12 @@ def reset_and_tail(port, baud, hard, until, tail, color):
     return monitor.monitor(port, baud, color=color, exit_on=until, timeout=tail, conn=s)
 
 
-def deploy(port, board, profile="base", config=None, resume=False, frozen=False, hard=False,
+def deploy(port, board, profile="base", config=None, frozen=False, hard=False,
            until=None, tail=None, baud=115200, color=False, log=print):
     cfg_file = config_path(board, config)
+    gone = serialports.missing(port)
+    if gone:
+        raise DeployError(gone)
     build = REPO / "build" / "mpy"
     if not frozen:
         mpy.build(build, log=log)
@@ -156,7 +163,7 @@ def deploy(port, board, profile="base", config=None, resume=False, frozen=False,
         files = stage(board, profile, cfg_file, Path(tmp), build, frozen)
         log("deploy: %d files to %s (%s, profile %s%s)" % (
             len(files), port, board, profile, ", frozen firmware" if frozen else ""))
-        r = subprocess.run([mpremote()] + mpremote_args(port, files, resume),
+        r = subprocess.run([mpremote()] + mpremote_args(port, files),
                            capture_output=True, text=True, timeout=300)
         if r.returncode:
             raise DeployError("mpremote failed (exit %d):\n%s" % (r.returncode,
@@ -171,7 +178,6 @@ def main(argv=None):
     ap.add_argument("--board", required=True, choices=profiles.BOARDS)
     ap.add_argument("--profile", default="base", choices=sorted(profiles.PROFILES))
     ap.add_argument("--config", help="default: boards/<board>/config.json")
-    ap.add_argument("--resume", action="store_true", help="no soft reset on connect")
     ap.add_argument("--frozen", action="store_true", help="firmware has the modules frozen")
     ap.add_argument("--hard-reset", action="store_true")
     ap.add_argument("--until", help="stop tailing at a line matching this regex")
@@ -179,7 +185,7 @@ def main(argv=None):
     ap.add_argument("--baud", type=int, default=115200)
     a = ap.parse_args(argv)
     try:
-        return deploy(a.port, a.board, a.profile, a.config, a.resume, a.frozen, a.hard_reset,
+        return deploy(a.port, a.board, a.profile, a.config, a.frozen, a.hard_reset,
                       a.until, a.tail, a.baud, color=sys.stdout.isatty(),
                       log=lambda m: print(m, file=sys.stderr, flush=True))
     except DeployError as e:

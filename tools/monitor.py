@@ -9,14 +9,19 @@ tracebacks, and reopens the port after the board resets or is unplugged.
 after S seconds (exit 3 if --exit-on was given and never matched). Ctrl-C
 stops. A board's USB serial device disappears for a moment when it resets:
 the monitor waits for the path to come back (a symlink that is re-pointed
-counts) and says so on a "[monitor]" line.
+counts) and says so on a "[monitor]" line. A port that is not there when
+it starts is reported with the ports that are (exit 2).
 """
 import argparse
 import re
 import sys
 import time
+from pathlib import Path
 
 import serial
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import serialports  # noqa: E402
 
 RED = "\x1b[31;1m"
 DIM = "\x1b[2m"
@@ -79,7 +84,9 @@ class Lines:
 
 
 def open_port(port, baud):
-    return serial.serial_for_url(port, baud, timeout=0.1)
+    """Opened exclusive (as mpremote opens it): a deploy or a second monitor
+    started meanwhile is told the port is in use, instead of sharing its bytes."""
+    return serial.serial_for_url(port, baud, timeout=0.1, exclusive=True)
 
 
 def monitor(port, baud=115200, out=sys.stdout, color=False, reconnect=True, exit_on=None,
@@ -141,6 +148,10 @@ def main(argv=None):
     ap.add_argument("--no-reconnect", action="store_true")
     ap.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     a = ap.parse_args(argv)
+    gone = serialports.missing(a.port)
+    if gone:
+        print("monitor: " + gone, file=sys.stderr)
+        return 2
     color = a.color == "always" or (a.color == "auto" and sys.stdout.isatty())
     return monitor(a.port, a.baud, color=color, reconnect=not a.no_reconnect,
                    exit_on=a.exit_on, timeout=a.timeout)

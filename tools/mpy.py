@@ -41,8 +41,7 @@ def sources():
     """(source path, path inside the bundle) of everything a device may get."""
     out = []
     for src in sorted(profiles.PACKAGE_DIR.glob("*.py")):
-        if src.stem != "server":  # broker side: never on a device
-            out.append((src, "frugalmqtt/%s.mpy" % src.stem))
+        out.append((src, "frugalmqtt/%s.mpy" % src.stem))
     for m in profiles.APP:
         out.append((profiles.APP_DIR / (m + ".py"), "%s.mpy" % m))
     for b in profiles.BOARDS:

@@ -5,11 +5,13 @@ package files (package*.json, written by `make package-json`),
 tools/heap_report.py and tools/deploy.py. To add a profile, add a line to
 PROFILES and run `make package-json`.
 
-Module names are files of firmware/frugalmqtt/ without ".py"; server.py
-(the broker side, for test peers) and _cpython.py (what MicroPython has built
-in, for CPython) are never installed on a device.
+Module names are files of firmware/frugalmqtt/ without ".py"; _cpython.py
+(what MicroPython has built in, for CPython) is never installed on a device.
+The broker side and the test conveniences are not in firmware/ at all: they
+are the host package frugalmqtt_host/.
 """
 import json
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +27,7 @@ PROFILES = {
     "asyncio": BASE + ["aclient"],       # + frugalmqtt.aclient.AMQTTClient
     "umqtt": BASE + ["simple"],          # + the umqtt.simple facade
     "outbox": BASE + ["outbox"],         # + frugalmqtt.outbox.Outbox (offline buffer)
-    "lite": ["__init__", "err", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
+    "lite": ["__init__", "err", "core", "lite", "liteprops"],  # frugalmqtt.lite.Publisher: publish-only
 }
 
 # Profiles whose modules are built on another branch and not in this tree yet:
@@ -43,10 +45,13 @@ BOARDS = ["esp32", "rp2040", "unix"]
 # Board-side modules besides board.py (the unix port's `network` stand-in).
 BOARD_EXTRAS = {"unix": ["network"]}
 
-# The mip package file of each profile: `mpremote mip install github:OWNER/REPO`
-# installs package.json (base); the others by name, e.g.
-# `mpremote mip install github:OWNER/REPO/package-asyncio.json`.
-VERSION = "0.1.0"
+# The mip package file of each profile: package.json (base), the others by
+# name, e.g. package-asyncio.json. Those at the repository root install the
+# .py sources; `make release` (tools/release.py) writes the same files for
+# the compiled .mpy, which is what a device installs.
+# The version is the package's own `__version__` (one version everywhere).
+VERSION = re.search(r'^__version__ = "([^"]+)"', (PACKAGE_DIR / "__init__.py").read_text(),
+                    re.M).group(1)
 
 
 def package_file(profile):

@@ -21,9 +21,10 @@ from time import ticks_us, ticks_diff, sleep_ms
 
 from bcommon import HOST, PORT, ARGS, TOPIC, PAYLOAD, BATCH, out, fail, client, flush, publish_n
 from frugalmqtt.control import encode_connect, decode
-from frugalmqtt.publish import Packet, encode_publish
+from frugalmqtt.publish import Packet
 from frugalmqtt.codec import Framer, CONNACK, PUBACK
 from frugalmqtt import props as _p
+from frugalmqtt_host.codec import encode_publish, read_from
 
 _BATCH = 1000
 
@@ -38,7 +39,7 @@ def raw(v, ms):
     f = Framer(256)
     pkt = Packet()
     s.setblocking(True)
-    while not f.read_from(s):
+    while not read_from(f, s):
         pass
     if decode(pkt, f.first, f.buf, 0, f.rl, v) != CONNACK or pkt.reason:
         fail("raw: no CONNACK")
@@ -64,7 +65,7 @@ def raw(v, ms):
         count += _BATCH
     w(last)
     while True:
-        while not f.read_from(s):
+        while not read_from(f, s):
             pass
         if decode(pkt, f.first, f.buf, 0, f.rl, v) == PUBACK and pkt.pid == 1:
             break

@@ -350,16 +350,14 @@ class Framer:
 
     A packet whose total size exceeds the maximum packet size raises
     PACKET_TOO_LARGE (0x95) as soon as its fixed header is complete, before
-    anything more is read, so no buffer is ever sized by the peer. When
-    `done`, `first` holds the packet's first byte and buf[off:off + rl] its
-    body (off is 0 after feed() and read_from()); the next call starts on the
-    next packet.
+    anything more is read, so no buffer is ever sized by the peer. When a
+    packet is complete, `first` holds its first byte and buf[off:off + rl]
+    its body; the next call starts on the next packet.
 
-    Three ways in: feed() copies from a buffer (hosts, tests); read_from()
-    reads a stream header byte by header byte and the body at once, so the
-    body lands at buf[0]; read_packet() (the clients) reads whatever the
-    stream has, up to c bytes at once, and frames every packet in it without
-    more reads. Use one of them per framer (reset() in between)."""
+    read_packet() reads whatever the stream has, up to c bytes at once, and
+    frames every packet in it without more reads. (Hosts and tests also frame
+    from a buffer or byte by byte: frugalmqtt_host.codec.feed / read_from,
+    which use state, nlen and got; reset() in between.)"""
 
     def __init__(self, max_packet):
         self.max = max_packet
@@ -386,81 +384,6 @@ class Framer:
         self.off = 0  # where the body starts in buf
         self.r = self.w = self.c  # read_packet: bytes read, not framed yet: buf[r:w]
         self.big = 0  # read_packet: size of a large packet gathered at buf[0:w]
-
-    @property
-    def done(self):
-        return self.state == _DONE
-
-    def _header_byte(self, c):
-        if self.state == _HEAD:
-            self.first = c
-            self.state = _LEN
-            return
-        if self.nlen and c == 0:
-            raise malformed()  # [MQTT-1.5.5-1] remaining length not minimal
-        self.rl |= (c & 0x7F) << (7 * self.nlen)
-        self.nlen += 1
-        if c & 0x80:
-            if self.nlen == 4:
-                raise malformed()  # [U-1.5.5-a] remaining length over 4 bytes
-            return
-        if 1 + self.nlen + self.rl > self.max:
-            # Refused before reading the body (MQTT 5: DISCONNECT 0x95)
-            raise MQTTError(PACKET_TOO_LARGE)
-        self.state = _BODY if self.rl else _DONE
-
-    def feed(self, data, off, end):
-        """Consume bytes from data[off:end]; return the new offset. Check
-        `done` afterwards. (Copies with slices: for hosts and tests.)"""
-        if self.state == _DONE:
-            self.reset()
-        while off < end and self.state != _DONE:
-            if self.state != _BODY:
-                self._header_byte(data[off])
-                off += 1
-                continue
-            n = self.rl - self.got
-            if n > end - off:
-                n = end - off
-            self.buf[self.got:self.got + n] = data[off:off + n]
-            self.got += n
-            off += n
-            if self.got == self.rl:
-                self.state = _DONE
-        return off
-
-    def read_from(self, stream):
-        """Read from a stream with readinto(). Returns True when a packet is
-        complete, False when a non-blocking stream has no data now; raises
-        EOFError when the peer closed. Allocates nothing unless a body is
-        split across reads: header bytes go through a 1-byte buffer and a
-        whole body lands with readinto(buf, n). Nothing after the packet is
-        read; read_packet() takes fewer reads."""
-        if self.state == _DONE:
-            self.reset()
-        while True:
-            if self.state != _BODY:
-                n = stream.readinto(self.one)
-                if n is None:
-                    return False
-                if not n:
-                    raise EOFError
-                self._header_byte(self.one[0])
-                if self.state == _DONE:
-                    return True
-                continue
-            if self.got:
-                n = stream.readinto(self.mv[self.got:self.rl])  # split body: one view
-            else:
-                n = stream.readinto(self.buf, self.rl)
-            if n is None:
-                return False
-            if not n:
-                raise EOFError
-            self.got += n
-            if self.got == self.rl:
-                self.state = _DONE
-                return True
 
     def read_packet(self, stream):
         """Frame the next packet from a non-blocking stream with readinto().

@@ -1,10 +1,9 @@
 # The control packets a client sends and receives: encoding CONNECT,
 # SUBSCRIBE, UNSUBSCRIBE, PINGREQ/PINGRESP, DISCONNECT; decoding CONNACK,
 # SUBACK, UNSUBACK, DISCONNECT, AUTH; and decode(), which checks the fixed
-# header of any packet and decodes it. The broker direction (decoding
-# CONNECT/SUBSCRIBE/UNSUBSCRIBE, encoding CONNACK/SUBACK/UNSUBACK/AUTH) is in
-# server.py, which devices never import: decode() loads it lazily only for the
-# packets a client never receives.
+# header of any packet a client receives and decodes it. The broker direction
+# (decoding CONNECT/SUBSCRIBE/UNSUBSCRIBE, encoding CONNACK/SUBACK/UNSUBACK/
+# AUTH) is host code: frugalmqtt_host/server.py.
 try:
     from micropython import const
 except ImportError:
@@ -99,11 +98,6 @@ def _connect_rl(v, client_id, props, will, username, password):
     return rl
 
 
-def size_connect(v, client_id, keepalive=60, clean=True, props=None, will=None,
-                 username=None, password=None):
-    return total(_connect_rl(v, client_id, props, will, username, password))
-
-
 def encode_connect(buf, off, v, client_id, keepalive=60, clean=True, props=None, will=None,
                    username=None, password=None):
     rl = _connect_rl(v, client_id, props, will, username, password)
@@ -162,10 +156,6 @@ def _sub_rl(v, pid, filters, props, where):
     return n
 
 
-def size_subscribe(v, pid, subs, props=None):
-    return total(_sub_rl(v, pid, subs, props, _SUBSCRIBE))
-
-
 def encode_subscribe(buf, off, v, pid, subs, props=None):
     """subs: sequence of (topic filter, options); options = QoS | no local << 2 |
     retain as published << 3 | retain handling << 4 (3.1.1: QoS only)."""
@@ -177,10 +167,6 @@ def encode_subscribe(buf, off, v, pid, subs, props=None):
         buf[o] = opts
         o += 1
     return o - off
-
-
-def size_unsubscribe(v, pid, filters, props=None):
-    return total(_sub_rl(v, pid, filters, props, _UNSUBSCRIBE))
 
 
 def encode_unsubscribe(buf, off, v, pid, filters, props=None):
@@ -232,10 +218,6 @@ def _reason_rl(v, reason, props, where, allowed):
     if pn:
         return 1 + vbi_size(pn) + pn
     return 1 if reason else 0  # short form: success, no properties
-
-
-def size_disconnect(v, reason=0, props=None):
-    return total(_reason_rl(v, reason, props, _DISCONNECT, _DISCONNECT_V5))
 
 
 def _encode_reason(buf, off, v, ptype, reason, props, allowed):
@@ -324,30 +306,8 @@ def decode(pkt, first, buf, off, end, v):
     elif t == _AUTH:
         _decode_reason(pkt, v, t, _AUTH_V5)
     elif t == _CONNECT or t == _SUBSCRIBE or t == _UNSUBSCRIBE:
-        # Server direction: a client never receives these, so devices never
-        # load the module (it is imported here, not at the top).
-        from . import server
-        if t == _CONNECT:
-            pkt.extra = server.decode_connect(pkt)
-        else:
-            pkt.extra = server._take_filters(pkt, v, t == _SUBSCRIBE)
+        raise protocol_error()  # a client never receives these (the host decodes them)
     # PINGREQ / PINGRESP have no body
     if cur.pos != cur.end:
         raise malformed()  # bytes after the packet
     return t
-
-
-def decode_packet(pkt, buf, off=0, end=None, v=5):
-    """Decode one whole packet (fixed header included) in buf[off:end]; its
-    remaining length must match exactly. For hosts and tests: devices
-    receive through a codec.Framer and call decode() on the body."""
-    if end is None:
-        end = len(buf)
-    cur = pkt.cur
-    cur.set(buf, off + 1, end)
-    if off >= end:
-        raise malformed()  # empty packet
-    rl = cur.vbi()
-    if cur.pos + rl != end:
-        raise malformed()  # remaining length does not match the data
-    return decode(pkt, buf[off], buf, cur.pos, end, v)

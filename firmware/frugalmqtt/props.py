@@ -239,51 +239,6 @@ class Props:
         b = self.get_bytes(pid)
         return None if b is None else b.decode()
 
-    def items(self):
-        """Every property as a list of (id, value) pairs in wire order, with
-        strings as str, binary as bytes and user properties as (str, str).
-        Allocates: for applications and tests, not the hot path."""
-        out = []
-        b = self.buf
-        o = self.off
-        while o < self.end:
-            pid = b[o]
-            o += 1
-            t = _TYPE[pid]
-            if t <= _BOOL:
-                v = b[o]
-                o += 1
-            elif t <= _U16_NZ:
-                v = (b[o] << 8) | b[o + 1]
-                o += 2
-            elif t <= _U32_NZ:
-                v = (b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]
-                o += 4
-            elif t == _VBI_NZ:
-                v = _vbi_at(b, o)
-                while b[o] & 0x80:
-                    o += 1
-                o += 1
-            else:
-                n = (b[o] << 8) | b[o + 1]
-                v = bytes(b[o + 2:o + 2 + n])
-                o += 2 + n
-                if t == _PAIR:
-                    n = (b[o] << 8) | b[o + 1]
-                    v = (v.decode(), bytes(b[o + 2:o + 2 + n]).decode())
-                    o += 2 + n
-                elif t == _STR:
-                    v = v.decode()
-            out.append((pid, v))
-        return out
-
-    def user_properties(self):
-        out = []  # a loop, not a comprehension: one function less to load
-        for p in self.items():
-            if p[0] == USER_PROPERTY:
-                out.append(p[1])
-        return out
-
 
 def _vbi_at(b, o):
     v = 0

@@ -7,8 +7,7 @@ try:
 except ImportError:
     const = int  # CPython
 
-from .codec import (Cur, malformed, protocol_error, put_vbi, put_u16, put_raw, vbi_size,
-                    topic_len)
+from .codec import Cur, malformed, protocol_error, put_vbi, put_u16, put_raw, vbi_size
 from . import props as _props
 
 _PUBLISH = const(3)  # packet types (codec.PUBLISH...)
@@ -42,26 +41,11 @@ class Packet:
         self.topic_len = 0
         self.data = 0  # offset and length of the payload / SUBACK codes
         self.data_len = 0
-        self.extra = None  # server direction: decoded CONNECT / filter list
-
-    def topic_bytes(self):
-        """The topic name as bytes (allocates)."""
-        return bytes(self.buf[self.topic:self.topic + self.topic_len])
-
-    def payload_bytes(self):
-        """The payload as bytes (allocates)."""
-        return bytes(self.buf[self.data:self.data + self.data_len])
 
 
 def total(rl):
     """Whole packet size for a remaining length."""
     return 1 + vbi_size(rl) + rl
-
-
-def _payload_len(payload):
-    if type(payload) is str:
-        raise TypeError("need bytes")  # payload
-    return len(payload) if payload is not None else 0
 
 
 def _publish_props_len(v, props, alias):
@@ -90,33 +74,11 @@ def publish_rl(v, tn, plen, qos, pn):
     return rl
 
 
-def size_publish(v, topic, payload, qos=0, props=None, alias=0):
-    pn = _publish_props_len(v, props, alias)
-    return total(publish_rl(v, topic_len(topic, alias > 0), _payload_len(payload), qos, pn))
-
-
-def encode_publish(buf, off, v, topic, payload, qos=0, pid=0, retain=False, dup=False,
-                   props=None, alias=0):
-    """Write a PUBLISH at buf[off:]; return its length. With an alias the
-    topic may be empty (MQTT 5: the alias then stands for the topic)."""
-    if qos < 0 or qos > 2:
-        raise ValueError("bad QoS")  # [MQTT-3.3.1-4]
-    if qos == 0:
-        if pid:
-            raise ValueError("packet id")  # [MQTT-2.2.1-2] none on QoS 0
-        if dup:
-            raise ValueError("DUP")  # [MQTT-3.3.1-2] must be 0 on QoS 0
-    elif not 0 < pid <= 0xFFFF:
-        raise ValueError("packet id")  # [MQTT-2.2.1-3] 1..65535
-    tn = topic_len(topic, alias > 0)  # [MQTT-3.3.2-2] [MQTT-4.7.3-1..3]
-    return put_publish(buf, off, v, topic, tn, payload, _payload_len(payload), qos, pid,
-                       retain, dup, props, _publish_props_len(v, props, alias), alias)
-
-
 def put_publish(buf, off, v, topic, tn, payload, plen, qos, pid, retain, dup, props, pn, alias):
-    """Write a PUBLISH whose fields encode_publish() (or the session) already
-    checked: tn, plen and pn are the topic, payload and property lengths (pn
-    counts the alias property). Returns its length."""
+    """Write a PUBLISH whose fields the session (or, on a host,
+    frugalmqtt_host.codec.encode_publish) already checked: tn, plen and pn
+    are the topic, payload and property lengths (pn counts the alias
+    property). Returns its length."""
     rl = 2 + tn + plen
     if qos:
         rl += 2
@@ -213,10 +175,6 @@ def _ack_rl(v, reason, pn):
     if v >= 5 and reason:
         return 3
     return 2  # short form: reason 0x00, no properties [U-3.4.2-a]
-
-
-def size_ack(v, ptype, reason=0, props=None):
-    return total(_ack_rl(v, reason, _ack_props_len(v, ptype, reason, props)))
 
 
 def encode_ack(buf, off, v, ptype, pid, reason=0, props=None):

@@ -66,6 +66,8 @@ _SUBSCRIPTION_ID = const(0x0B)
 _SESSION_EXPIRY = const(0x11)
 _ASSIGNED_CLIENT_ID = const(0x12)
 _SERVER_KEEP_ALIVE = const(0x13)
+_AUTH_METHOD = const(0x15)
+_AUTH_DATA = const(0x16)
 _RECEIVE_MAXIMUM = const(0x21)
 _TOPIC_ALIAS_MAXIMUM = const(0x22)
 _TOPIC_ALIAS = const(0x23)
@@ -78,6 +80,11 @@ _PID_NOT_FOUND = const(0x92)
 _RECEIVE_MAXIMUM_EXCEEDED = const(0x93)
 _TOPIC_ALIAS_INVALID = const(0x94)
 _PAYLOAD_FORMAT_INVALID = const(0x99)
+_QOS_NOT_SUPPORTED = const(0x9B)
+# Bit t set: packet type t may come from a server (CONNACK, PUBLISH, the
+# acks, SUBACK, UNSUBACK, PINGRESP, DISCONNECT, AUTH); bit 0 too, so that
+# the reserved type 0 is refused as Malformed by the codec
+_FROM_SERVER = const(0xEAFD)
 _NO_TOPIC = object()  # no topic checked yet (any topic is another object)
 
 
@@ -237,6 +244,8 @@ class Session:
     def connect(self, keepalive=60, clean=True, props=None, will=None, username=None,
                 password=None, session_expiry=None):
         """Send CONNECT on a fresh network connection."""
+        if self.version < 5 and not clean and not self.client_id:
+            raise ValueError("client id")  # [MQTT-3.1.3-7] 3.1.1: none needs clean=True
         self._reset_connection()
         self.framer.reset()
         # Only PUBLISH and PUBREL are resent [MQTT-4.4.0-1]: an unacknowledged
@@ -247,6 +256,7 @@ class Session:
         self.clean = clean
         self.keepalive_ms = keepalive * 1000
         cp = props
+        self.auth = False  # we sent an Authentication Method
         if self.version >= 5:
             cp = [(_RECEIVE_MAXIMUM, self.inbound),
                   (_MAXIMUM_PACKET_SIZE, self.framer.max)]
@@ -256,6 +266,8 @@ class Session:
                 cp.append((_SESSION_EXPIRY, session_expiry))
             for p in props or ():
                 cp.append(p)
+                if p[0] == _AUTH_METHOD:
+                    self.auth = True
         n = _ctl.encode_connect(self.tx, 0, self.version, self.client_id, keepalive, clean, cp,
                                 will, username, password)
         self._send(self.tx, 0, n)
@@ -269,6 +281,8 @@ class Session:
             raise protocol_error()  # [MQTT-3.2.2-4] session present after clean start
         if self.version >= 5:
             pr = pkt.props
+            if not self.auth and (pr.has(_AUTH_METHOD) or pr.has(_AUTH_DATA)):
+                raise protocol_error()  # authentication we never asked for (5.0 4.12)
             self.server_receive_max = pr.get_int(_RECEIVE_MAXIMUM, 65535)
             self.server_max_qos = pr.get_int(_MAXIMUM_QOS, 2)
             self.retain_available = pr.get_int(_RETAIN_AVAILABLE, 1) == 1
@@ -281,8 +295,8 @@ class Session:
             if pr.has(_ASSIGNED_CLIENT_ID):
                 self.client_id = pr.get_str(_ASSIGNED_CLIENT_ID)
         self.connected = True
-        self.session_present = pkt.sp
-        if not pkt.sp:
+        sp = self.session_present = pkt.sp
+        if not sp:
             # The server kept no session [MQTT-3.2.2-5]: our session state goes.
             # Messages it never acknowledged are queued again as new messages
             # (DUP=0, so nothing is lost); a QoS 2 message whose PUBREC had
@@ -293,36 +307,47 @@ class Session:
             while i < self.inbound:
                 self.in_pid[i] = 0
                 i += 1
-            i = 0
-            while i < self.slots:
-                st = self.s_state[i]
-                if st == _WAIT_COMP:
-                    self._free(i, SESSION_LOST)
-                elif st != _FREE:
-                    self.s_state[i] = _QUEUED
-                    self.queued = True
-                    self.store[i * self.slot_size] &= 0xF7
-                i += 1
         # The send quota starts at the server's Receive Maximum [MQTT-4.9.0-1];
-        # what is still in flight from the last connection counts against it.
-        self.quota = self.server_receive_max - self.in_flight()
+        # a resumed QoS 2 flow past PUBREC counts against it until PUBCOMP.
+        q = self.server_receive_max
+        i = 0
+        while i < self.slots:
+            st = self.s_state[i]
+            if st == _WAIT_COMP:
+                if sp:
+                    q -= 1
+                else:
+                    self._free(i, SESSION_LOST)
+            elif st != _FREE and not sp:
+                self.s_state[i] = _QUEUED
+                self.queued = True
+                self.store[i * self.slot_size] &= 0xF7
+            i += 1
+        self.quota = q
         # On a resumed session resend every unacknowledged PUBREL and PUBLISH
         # with its original packet id, in the original order, PUBLISH with
-        # DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other times.
+        # DUP=1 [MQTT-4.4.0-1] [MQTT-4.6.0-1] [MQTT-3.3.1-1]. Never at other
+        # times. PUBLISHes beyond the quota are held, DUP=1, and go as acks
+        # free it [MQTT-3.3.4-7]; PUBRELs are never held [MQTT-3.3.4-8].
         seq = -1
         while self.connected:
             i = self._next(seq, _WAIT_ACK, _WAIT_COMP)
             if i < 0:
                 break
             seq = self.s_seq[i]
-            if self.s_state[i] == _WAIT_COMP:
+            st = self.s_state[i]
+            if st == _WAIT_COMP:
                 self._send_ack(_PUBREL, self.s_pid[i])
-            elif self.s_state[i] == _WAIT_ACK and self._expire(i):
-                self.quota += 1
-            else:  # QoS 2 PUBLISH: expiry no longer applies [MQTT-4.3.3-7]
+            elif self.quota <= 0:
+                self.s_state[i] = _QUEUED
+                self.queued = True
+                if st == _WAIT_REC:
+                    self.s_exp_off[i] = 0  # sent once: expiry no longer applies [MQTT-4.3.3-7]
+            elif st == _WAIT_REC or not self._expire(i):  # QoS 2: as [MQTT-4.3.3-7]
                 o = i * self.slot_size
                 self.store[o] |= 0x08
                 self._send(self.store, o, self.s_len[i])
+                self.quota -= 1
         self._pump()
 
     def disconnect(self, reason=0):
@@ -713,8 +738,14 @@ class Session:
         MQTTError [U-4.13.1-a] [MQTT-4.8.0-1]; the caller closes the socket."""
         f = self.framer
         pkt = self.pkt
+        if not self.link:
+            return 0  # closed: nothing more is handled (or answered) [MQTT-3.14.4-1]
         try:
+            if not (_FROM_SERVER >> (f.first >> 4)) & 1:
+                raise protocol_error()  # CONNECT, SUBSCRIBE, ...: a client never receives them
             t = _ctl.decode(pkt, f.first, f.buf, f.off, f.off + f.rl, self.version)
+            if (t == _CONNACK) == self.connected:
+                raise protocol_error()  # CONNACK first [MQTT-3.2.0-1], and only once
             self.last_rx = self.clock()
             self.ping_out = False
             if t == _PUBLISH:
@@ -730,11 +761,14 @@ class Session:
             elif t == _CONNACK:
                 self._on_connack()
             elif t == _SUBACK or t == _UNSUBACK:
-                if pkt.pid == self.sub_pid:
-                    self.sub_pid = 0
+                if pkt.pid != self.sub_pid:
+                    raise protocol_error()  # no SUBSCRIBE/UNSUBSCRIBE with that id [MQTT-2.2.1-6]
+                self.sub_pid = 0
                 if self.on_suback:
                     self.on_suback(pkt)
             elif t == _DISCONNECT:
+                if self.version < 5:
+                    raise protocol_error()  # 3.1.1: only a client sends DISCONNECT (3.1.1 3.14)
                 self.lost()
                 raise ServerError(pkt.reason)  # [MQTT-4.13.2-1]
             elif t != _PINGRESP:
@@ -751,6 +785,8 @@ class Session:
         pkt = self.pkt
         msg = self.msg
         qos = pkt.qos
+        if qos > self.server_max_qos:
+            raise MQTTError(_QOS_NOT_SUPPORTED)  # [U-3.3.4-e] above the CONNACK's Maximum QoS
         msg.buf = pkt.buf
         msg.topic_buf = pkt.buf
         msg.topic_off = pkt.topic

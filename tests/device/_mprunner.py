@@ -1,7 +1,7 @@
 """Run one device test module under MicroPython.
 
 Usage (from the repo root):
-    MICROPYPATH=firmware:tests/device micropython tests/device/_mprunner.py MODULE [CASE...]
+    MICROPYPATH=firmware:.:tests/device micropython tests/device/_mprunner.py MODULE [CASE...]
 
 MODULE is an importable name (test_codec_vectors) or a file name
 (test_codec_vectors.py). Without CASE arguments every top-level function whose

@@ -130,17 +130,18 @@ def broker_drain(r, out=None):
     PUBLISH, PUBREC each QoS 2 one, PUBCOMP each PUBREL. Returns the PUBLISH
     packets as (dup, qos, pid, topic, payload), in the order sent."""
     from _session_rig import ack, _PKT
-    from frugalmqtt import control as C
+    from frugalmqtt_host import codec as host
+    from frugalmqtt_host import server as SV
     from frugalmqtt.codec import PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP
     got = []
     if out is None:
         out = r.take()
     while out:
         for p in out:
-            t = C.decode_packet(_PKT, p, 0, len(p), r.v)
+            t = SV.decode_packet(_PKT, p, 0, len(p), r.v)
             if t == PUBLISH:
-                got.append((_PKT.dup, _PKT.qos, _PKT.pid, bytes(_PKT.topic_bytes()),
-                            bytes(_PKT.payload_bytes())))
+                got.append((_PKT.dup, _PKT.qos, _PKT.pid, bytes(host.topic_bytes(_PKT)),
+                            bytes(host.payload_bytes(_PKT))))
                 r.feed(ack(r.v, PUBACK if _PKT.qos == 1 else PUBREC, _PKT.pid))
             elif t == PUBREL:
                 r.feed(ack(r.v, PUBCOMP, _PKT.pid))

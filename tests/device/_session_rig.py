@@ -1,17 +1,21 @@
 """The scripted-broker rig shared by the session tests: broker packets built
-with the codec's encoders, fed through the session's framer, and a write()
+by frugalmqtt_host.packets, fed through the session's framer, and a write()
 that records every packet the session sends. Runs on CPython and MicroPython."""
 from _util import raises
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
-from frugalmqtt import server as SV
 from frugalmqtt import session as S
+from frugalmqtt.base import ClientBase
 from frugalmqtt.codec import MQTTError
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import packets
+from frugalmqtt_host import server as SV
+# The broker's packets, under the names the session tests use
+from frugalmqtt_host.packets import ack, connack, suback  # noqa: F401
+from frugalmqtt_host.packets import publish as pub  # noqa: F401
 
 BOTH = (4, 5)
-_BUF = bytearray(2048)
 _PKT = P.Packet()
 
 
@@ -20,29 +24,8 @@ def h(b):
     return " ".join("%02X" % x for x in b)
 
 
-def hl(packets):
-    return [h(p) for p in packets]
-
-
-def pub(v, topic, payload, qos=0, pid=0, retain=False, dup=False, props=None, alias=0):
-    """A whole PUBLISH as bytes, from the codec's encoder."""
-    n = P.encode_publish(_BUF, 0, v, topic, payload, qos, pid, retain, dup, props, alias)
-    return bytes(_BUF[:n])
-
-
-def ack(v, ptype, pid, reason=0):
-    n = P.encode_ack(_BUF, 0, v, ptype, pid, reason)
-    return bytes(_BUF[:n])
-
-
-def connack(v, sp=False, reason=0, props=None):
-    n = SV.encode_connack(_BUF, 0, v, sp, reason, props)
-    return bytes(_BUF[:n])
-
-
-def suback(v, pid, codes):
-    n = SV.encode_suback(_BUF, 0, v, pid, codes)
-    return bytes(_BUF[:n])
+def hl(raws):
+    return [h(p) for p in raws]
 
 
 def u16(n):
@@ -56,14 +39,14 @@ def rel(pid):
 
 def alias_of(packet, v=5):
     """The Topic Alias a PUBLISH carries (0: none) and its topic length."""
-    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    t = SV.decode_packet(_PKT, packet, 0, len(packet), v)
     assert t == codec.PUBLISH, h(packet)
     return _PKT.props.get_int(PR.TOPIC_ALIAS, 0), _PKT.topic_len
 
 
 def disconnect(reason=0):
-    n = C.encode_disconnect(_BUF, 0, 5, reason)
-    return bytes(_BUF[:n])
+    """A 5.0 DISCONNECT from the broker."""
+    return packets.disconnect(5, reason)
 
 
 class Rig:
@@ -106,8 +89,8 @@ class Rig:
         off = 0
         types = []
         while off < len(data):
-            off = f.feed(data, off, len(data))
-            if f.done:
+            off = host.feed(f, data, off, len(data))
+            if host.done(f):
                 types.append(self.s.receive())
         return types
 
@@ -131,3 +114,39 @@ class Rig:
         assert got == want, "v%d: %r" % (self.v, hl(got))
         assert not self.s.connected and not self.s.link
         return e
+
+
+class Stream:
+    """A non-blocking stream of scripted server bytes (None: nothing now)."""
+
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def readinto(self, buf, n=0):
+        n = min(n or len(buf), len(self.data) - self.pos)
+        if not n:
+            return None
+        i = 0
+        while i < n:
+            buf[i] = self.data[self.pos + i]
+            i += 1
+        self.pos += n
+        return n
+
+
+def client(v, max_packet=1024, client_id="dev", **sizes):
+    """The full client's read path with no socket: a ClientBase whose session
+    writes into the returned list. Feed it with read_all()."""
+    c = ClientBase(client_id, "broker", version=v, max_packet=max_packet, **sizes)
+    out = []
+    c.s.write = lambda b, o, n: out.append(bytes(b[o:o + n]))
+    return c, out
+
+
+def read_all(c, data):
+    """Server bytes through ClientBase._read (which answers what the framer
+    refuses) and Session.receive, as client.MQTTClient._poll runs them."""
+    st = Stream(data)
+    while c.s.link and c._read(st):
+        c.s.receive()

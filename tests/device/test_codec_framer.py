@@ -1,14 +1,15 @@
 """codec.Framer: assembling packets from a byte stream.
 
-feed() (host side, copies from a buffer) and read_from() (device side, a
-stream with readinto) must yield the same packets whatever the split of the
-stream, refuse an oversize packet after reading only its fixed header, and
+host.feed() (copies from a buffer), host.read_from() (a stream with
+readinto, byte by byte) and Framer.read_packet() (what the clients use) must
+yield the same packets whatever the split of the stream, refuse an oversize packet after reading only its fixed header, and
 reject a remaining length longer than 4 bytes. Runs unchanged on CPython and
 MicroPython.
 """
 from _util import raises, unhex
 from frugalmqtt import codec, control, publish
 from frugalmqtt import props as P
+from frugalmqtt_host import codec as host
 
 PKT = publish.Packet()
 
@@ -26,11 +27,11 @@ def _encode(fn, *args, **kw):
 # A stream of 5.0 packets: a PUBLISH whose remaining length takes two bytes,
 # an ack, a zero-length PINGRESP, a small PUBLISH, a SUBACK.
 BIG_PAYLOAD = bytes(i & 0xFF for i in range(200))
-P_BIG = _encode(publish.encode_publish, 5, "sensors/t1", BIG_PAYLOAD, qos=1, pid=0x1234,
+P_BIG = _encode(host.encode_publish, 5, "sensors/t1", BIG_PAYLOAD, qos=1, pid=0x1234,
                 props=((P.MESSAGE_EXPIRY, 300), (P.USER_PROPERTY, ("k", "v"))))
 P_ACK = unhex("40 04 64 4A 10 00")
 P_PING = unhex("D0 00")
-P_SMALL = _encode(publish.encode_publish, 5, "a/b", b"hi")
+P_SMALL = _encode(host.encode_publish, 5, "a/b", b"hi")
 P_SUBACK = unhex("90 05 00 0A 00 01 80")
 PACKETS = (P_BIG, P_ACK, P_PING, P_SMALL, P_SUBACK, P_BIG)
 STREAM = b"".join(PACKETS)
@@ -55,7 +56,7 @@ def test_stream_fixture():
 
 
 def _got(f):
-    assert f.done
+    assert host.done(f)
     return (f.first, f.rl, bytes(f.buf[:f.rl]))
 
 
@@ -66,10 +67,10 @@ def _check_decodes(got):
         t = control.decode(PKT, first, body, 0, rl, 5)
         assert t == first >> 4
         if first == P_BIG[0]:
-            assert PKT.pid == 0x1234 and PKT.topic_bytes() == b"sensors/t1"
-            assert PKT.payload_bytes() == BIG_PAYLOAD
+            assert PKT.pid == 0x1234 and host.topic_bytes(PKT) == b"sensors/t1"
+            assert host.payload_bytes(PKT) == BIG_PAYLOAD
             assert PKT.props.get_int(P.MESSAGE_EXPIRY) == 300
-            assert PKT.props.user_properties() == [("k", "v")]
+            assert host.user_properties(PKT.props) == [("k", "v")]
         elif t == codec.PUBACK:
             assert PKT.pid == 0x644A and PKT.reason == 0x10
 
@@ -85,10 +86,10 @@ def _feed_chunks(f, data, sizes):
             end = len(data)
         i += 1
         while off < end:
-            new = f.feed(data, off, end)
+            new = host.feed(f, data, off, end)
             assert off < new <= end
             off = new
-            if f.done:
+            if host.done(f):
                 got.append(_got(f))
     return got
 
@@ -97,8 +98,8 @@ def test_feed_one_byte_at_a_time():
     f = codec.Framer(512)
     got = []
     for i in range(len(STREAM)):
-        assert f.feed(STREAM, i, i + 1) == i + 1
-        if f.done:
+        assert host.feed(f, STREAM, i, i + 1) == i + 1
+        if host.done(f):
             got.append(_got(f))
     _check_decodes(got)
 
@@ -106,9 +107,9 @@ def test_feed_one_byte_at_a_time():
 def test_feed_byte_by_byte_done_only_at_last_byte():
     f = codec.Framer(512)
     for i in range(len(P_BIG) - 1):
-        f.feed(P_BIG, i, i + 1)
-        assert not f.done, i
-    f.feed(P_BIG, len(P_BIG) - 1, len(P_BIG))
+        host.feed(f, P_BIG, i, i + 1)
+        assert not host.done(f), i
+    host.feed(f, P_BIG, len(P_BIG) - 1, len(P_BIG))
     assert _got(f) == EXPECTED[0]
 
 
@@ -134,8 +135,8 @@ def test_feed_every_two_way_split():
         for lo, hi in ((0, cut), (cut, len(data))):
             off = lo
             while off < hi:
-                off = f.feed(data, off, hi)
-                if f.done:
+                off = host.feed(f, data, off, hi)
+                if host.done(f):
                     got.append(_got(f))
         assert got == EXPECTED[:2], cut
 
@@ -143,11 +144,11 @@ def test_feed_every_two_way_split():
 def test_feed_remaining_length_split_across_feeds():
     f = codec.Framer(512)
     first, rl, body = EXPECTED[0]
-    assert f.feed(P_BIG, 0, 2) == 2  # type byte and the first remaining-length byte
-    assert not f.done and f.rl != rl
-    assert f.feed(P_BIG, 2, 3) == 3  # second remaining-length byte
-    assert not f.done and f.rl == rl and f.first == first
-    assert f.feed(P_BIG, 3, len(P_BIG)) == len(P_BIG)
+    assert host.feed(f, P_BIG, 0, 2) == 2  # type byte and the first remaining-length byte
+    assert not host.done(f) and f.rl != rl
+    assert host.feed(f, P_BIG, 2, 3) == 3  # second remaining-length byte
+    assert not host.done(f) and f.rl == rl and f.first == first
+    assert host.feed(f, P_BIG, 3, len(P_BIG)) == len(P_BIG)
     assert _got(f) == EXPECTED[0]
 
 
@@ -156,20 +157,20 @@ def test_feed_back_to_back_returns_offset_after_each_packet():
     off = 0
     got = []
     for p in PACKETS:
-        new = f.feed(STREAM, off, len(STREAM))
+        new = host.feed(f, STREAM, off, len(STREAM))
         assert new == off + len(p), (off, new, len(p))
-        assert f.done
+        assert host.done(f)
         got.append(_got(f))
         off = new
     assert off == len(STREAM)
     _check_decodes(got)
     # feeding nothing after a complete packet starts a new, empty one
-    assert f.feed(STREAM, off, off) == off and not f.done
+    assert host.feed(f, STREAM, off, off) == off and not host.done(f)
 
 
 def test_feed_zero_length_body_completes_on_header():
     f = codec.Framer(16)
-    assert f.feed(P_PING, 0, 2) == 2 and f.done and f.rl == 0 and f.first == 0xD0
+    assert host.feed(f, P_PING, 0, 2) == 2 and host.done(f) and f.rl == 0 and f.first == 0xD0
     assert control.decode(PKT, f.first, f.buf, 0, f.rl, 4) == codec.PINGRESP
 
 
@@ -178,28 +179,28 @@ def test_feed_oversize_refused_after_fixed_header():
     # the last remaining-length byte, before any body byte.
     data = unhex("30 C8 01") + bytes(200)
     f = codec.Framer(100)
-    assert f.feed(data, 0, 1) == 1
-    assert f.feed(data, 1, 2) == 2
-    e = raises(codec.MQTTError, f.feed, data, 2, len(data))
+    assert host.feed(f, data, 0, 1) == 1
+    assert host.feed(f, data, 1, 2) == 2
+    e = raises(codec.MQTTError, host.feed, f, data, 2, len(data))
     assert e.reason == 0x95
     # all at once: same
-    e = raises(codec.MQTTError, codec.Framer(100).feed, data, 0, len(data))
+    e = raises(codec.MQTTError, host.feed, codec.Framer(100), data, 0, len(data))
     assert e.reason == 0x95
 
 
 def test_max_packet_boundary():
     # the limit is on the whole packet (fixed header included)
     f = codec.Framer(len(P_ACK))
-    assert f.feed(P_ACK, 0, len(P_ACK)) == len(P_ACK) and _got(f) == EXPECTED[1]
+    assert host.feed(f, P_ACK, 0, len(P_ACK)) == len(P_ACK) and _got(f) == EXPECTED[1]
     f = codec.Framer(len(P_ACK) - 1)
-    assert raises(codec.MQTTError, f.feed, P_ACK, 0, len(P_ACK)).reason == 0x95
+    assert raises(codec.MQTTError, host.feed, f, P_ACK, 0, len(P_ACK)).reason == 0x95
     f = codec.Framer(len(P_BIG))
-    assert f.feed(P_BIG, 0, len(P_BIG)) == len(P_BIG) and _got(f) == EXPECTED[0]
+    assert host.feed(f, P_BIG, 0, len(P_BIG)) == len(P_BIG) and _got(f) == EXPECTED[0]
     f = codec.Framer(len(P_BIG) - 1)
-    assert raises(codec.MQTTError, f.feed, P_BIG, 0, len(P_BIG)).reason == 0x95
+    assert raises(codec.MQTTError, host.feed, f, P_BIG, 0, len(P_BIG)).reason == 0x95
     # the largest remaining length is a valid header, just too large
     f = codec.Framer(1000)
-    assert raises(codec.MQTTError, f.feed, unhex("30 FF FF FF 7F"), 0, 5).reason == 0x95
+    assert raises(codec.MQTTError, host.feed, f, unhex("30 FF FF FF 7F"), 0, 5).reason == 0x95
 
 
 def test_remaining_length_five_bytes_malformed():
@@ -209,7 +210,7 @@ def test_remaining_length_five_bytes_malformed():
     consumed = 0
     for i in range(len(data)):
         try:
-            f.feed(data, i, i + 1)
+            host.feed(f, data, i, i + 1)
         except codec.MQTTError as err:
             e = err
             consumed = i + 1
@@ -217,16 +218,16 @@ def test_remaining_length_five_bytes_malformed():
     assert e is not None and e.reason == 0x81
     assert consumed <= 6  # detected at the fourth or fifth length byte, never later
     s = Stream([unhex("30 80 80 80 80 01")])
-    e = raises(codec.MQTTError, codec.Framer(1000).read_from, s)
+    e = raises(codec.MQTTError, host.read_from, codec.Framer(1000), s)
     assert e.reason == 0x81 and s.consumed <= 6
 
 
 def test_remaining_length_non_minimal_malformed():
     for hx in ("30 80 00", "30 FF 00", "40 82 00 00 0A", "C0 80 80 00"):
         data = unhex(hx)
-        e = raises(codec.MQTTError, codec.Framer(100).feed, data, 0, len(data))
+        e = raises(codec.MQTTError, host.feed, codec.Framer(100), data, 0, len(data))
         assert e.reason == 0x81, hx
-        e = raises(codec.MQTTError, codec.Framer(100).read_from, Stream([data]))
+        e = raises(codec.MQTTError, host.read_from, codec.Framer(100), Stream([data]))
         assert e.reason == 0x81, hx
 
 
@@ -271,14 +272,13 @@ class Stream:
 
 
 def _read_all(f, s, packet=False):
-    """read_from (read_packet if packet) until EOF; returns (packets, number
-    of False returns)."""
-    read = f.read_packet if packet else f.read_from
+    """host.read_from (f.read_packet if packet) until EOF; returns (packets,
+    number of False returns)."""
     got = []
     falses = 0
     while True:
         try:
-            r = read(s)
+            r = f.read_packet(s) if packet else host.read_from(f, s)
         except EOFError:
             return got, falses
         if r:
@@ -299,13 +299,13 @@ def test_read_from_whole_stream():
 def test_read_from_reads_header_bytewise_and_body_at_once():
     s = Stream([STREAM])
     f = codec.Framer(512)
-    assert f.read_from(s) is True
+    assert host.read_from(f, s) is True
     first, rl, body = EXPECTED[0]
     # type byte, two remaining-length bytes, then the body in one request
     assert s.requests == [1, 1, 1, rl], s.requests
     assert s.consumed == len(P_BIG)  # nothing of the next packet was read
     assert _got(f) == EXPECTED[0]
-    assert f.read_from(s) is True and s.consumed == len(P_BIG) + len(P_ACK)
+    assert host.read_from(f, s) is True and s.consumed == len(P_BIG) + len(P_ACK)
     assert _got(f) == EXPECTED[1]
 
 
@@ -329,46 +329,46 @@ def test_read_from_body_split_across_reads():
     b = head + 150
     s = Stream([P_BIG[:a], None, P_BIG[a:b], None, None, P_BIG[b:]], eof=False)
     f = codec.Framer(512)
-    assert f.read_from(s) is False and not f.done
+    assert host.read_from(f, s) is False and not host.done(f)
     assert f.got == 10 and s.consumed == a
-    assert f.read_from(s) is False and f.got == 150
-    assert f.read_from(s) is False and f.got == 150
-    assert f.read_from(s) is True
+    assert host.read_from(f, s) is False and f.got == 150
+    assert host.read_from(f, s) is False and f.got == 150
+    assert host.read_from(f, s) is True
     assert _got(f) == EXPECTED[0] and s.consumed == len(P_BIG)
     # after the packet: nothing available now, then the peer closes
-    assert f.read_from(s) is False and not f.done
+    assert host.read_from(f, s) is False and not host.done(f)
     s.eof = True
-    raises(EOFError, f.read_from, s)
+    raises(EOFError, host.read_from, f, s)
 
 
 def test_read_from_remaining_length_split_across_reads():
     s = Stream([P_BIG[:2], None, P_BIG[2:]])
     f = codec.Framer(512)
-    assert f.read_from(s) is False and not f.done
-    assert f.read_from(s) is True and _got(f) == EXPECTED[0]
+    assert host.read_from(f, s) is False and not host.done(f)
+    assert host.read_from(f, s) is True and _got(f) == EXPECTED[0]
 
 
 def test_read_from_eof():
-    raises(EOFError, codec.Framer(64).read_from, Stream([]))
+    raises(EOFError, host.read_from, codec.Framer(64), Stream([]))
     # closed in the middle of the header or the body
-    raises(EOFError, codec.Framer(512).read_from, Stream([P_BIG[:2]]))
-    raises(EOFError, codec.Framer(512).read_from, Stream([P_BIG[:50]]))
+    raises(EOFError, host.read_from, codec.Framer(512), Stream([P_BIG[:2]]))
+    raises(EOFError, host.read_from, codec.Framer(512), Stream([P_BIG[:50]]))
     f = codec.Framer(512)
     s = Stream([P_ACK + P_BIG[:1]])
-    assert f.read_from(s) is True and _got(f) == EXPECTED[1]
-    raises(EOFError, f.read_from, s)
+    assert host.read_from(f, s) is True and _got(f) == EXPECTED[1]
+    raises(EOFError, host.read_from, f, s)
 
 
 def test_read_from_oversize_refused_before_body():
     data = unhex("30 C8 01") + bytes(200)
     s = Stream([data])
-    e = raises(codec.MQTTError, codec.Framer(100).read_from, s)
+    e = raises(codec.MQTTError, host.read_from, codec.Framer(100), s)
     assert e.reason == 0x95
     assert s.consumed == 3  # the fixed header only
     assert s.requests == [1, 1, 1]  # no request for the body
     # the same with an oversize PUBLISH that would otherwise fit in a bigger framer
     s = Stream([P_BIG])
-    e = raises(codec.MQTTError, codec.Framer(len(P_BIG) - 1).read_from, s)
+    e = raises(codec.MQTTError, host.read_from, codec.Framer(len(P_BIG) - 1), s)
     assert e.reason == 0x95 and s.consumed == 3 and max(s.requests) == 1
 
 
@@ -376,11 +376,11 @@ def test_read_from_decode_in_place():
     # The device path: read_from, then decode the body where it lies.
     f = codec.Framer(512)
     s = Stream([P_SMALL + P_ACK])
-    assert f.read_from(s)
+    assert host.read_from(f, s)
     assert control.decode(PKT, f.first, f.buf, 0, f.rl, 5) == codec.PUBLISH
     assert PKT.buf is f.buf and bytes(f.buf[PKT.topic:PKT.topic + PKT.topic_len]) == b"a/b"
-    assert PKT.payload_bytes() == b"hi"
-    assert f.read_from(s)
+    assert host.payload_bytes(PKT) == b"hi"
+    assert host.read_from(f, s)
     assert control.decode(PKT, f.first, f.buf, 0, f.rl, 5) == codec.PUBACK
     assert PKT.pid == 0x644A and PKT.reason == 0x10
 
@@ -391,7 +391,7 @@ def test_read_from_decode_in_place():
 # calls without reading; a packet split across reads is joined. Body at buf[off:].
 
 def _got_at(f):
-    assert f.done
+    assert host.done(f)
     return (f.first, f.rl, bytes(f.buf[f.off:f.off + f.rl]))
 
 
@@ -414,7 +414,7 @@ def test_read_packet_many_packets_from_one_read():
         assert f.read_packet(s) is True
         assert f.first == 0x40 and f.rl == 2 and f.buf[f.off + 1] == i + 1
         assert len(s.requests) == 1  # all twenty came with the first read
-    assert f.read_packet(s) is False and not f.done
+    assert f.read_packet(s) is False and not host.done(f)
     assert s.consumed == len(acks)
 
 
@@ -443,7 +443,7 @@ def test_read_packet_every_two_way_split():
 def test_read_packet_every_three_way_split_small_framer():
     # max_packet 40: f.c is 40, so P_SMALL and the acks are small, a 40-byte
     # PUBLISH is not (its rest is asked for on its own)
-    big = _encode(publish.encode_publish, 5, "a/b", bytes(range(32)))
+    big = _encode(host.encode_publish, 5, "a/b", bytes(range(32)))
     assert len(big) == 40
     data = P_ACK + big + P_SMALL + big + P_PING
     want = [_split(p) for p in (P_ACK, big, P_SMALL, big, P_PING)]
@@ -549,7 +549,7 @@ def test_read_packet_decode_in_place():
     assert f.read_packet(s)
     assert control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5) == codec.PUBLISH
     assert PKT.buf is f.buf and bytes(f.buf[PKT.topic:PKT.topic + PKT.topic_len]) == b"a/b"
-    assert PKT.payload_bytes() == b"hi"
+    assert host.payload_bytes(PKT) == b"hi"
     assert f.read_packet(s)
     assert control.decode(PKT, f.first, f.buf, f.off, f.off + f.rl, 5) == codec.PUBACK
     assert PKT.pid == 0x644A and PKT.reason == 0x10

@@ -9,6 +9,8 @@ here at module level.
 from _util import no_alloc, unhex
 from frugalmqtt import codec, control, publish
 from frugalmqtt import props as P
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server
 
 BUF = bytearray(512)
 PKT = publish.Packet()
@@ -35,29 +37,29 @@ ACK_TYPES = (codec.PUBACK, codec.PUBREC, codec.PUBREL, codec.PUBCOMP)
 
 
 def _pub_q0():
-    return publish.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=0, props=PUB_PROPS, alias=3)
+    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=0, props=PUB_PROPS, alias=3)
 
 
 def _pub_q1():
-    return publish.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=1, pid=7, props=PUB_PROPS,
+    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=1, pid=7, props=PUB_PROPS,
                                   alias=3)
 
 
 def _pub_q2():
-    return publish.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=2, pid=0xFFFF, retain=True,
+    return host.encode_publish(BUF, 0, 5, TOPIC, PAYLOAD, qos=2, pid=0xFFFF, retain=True,
                                   dup=True, props=PUB_PROPS, alias=4)
 
 
 def _pub_alias_only():
-    return publish.encode_publish(BUF, 0, 5, b"", PAYLOAD, qos=1, pid=8, props=PUB_PROPS, alias=3)
+    return host.encode_publish(BUF, 0, 5, b"", PAYLOAD, qos=1, pid=8, props=PUB_PROPS, alias=3)
 
 
 def _pub_v4_q1():
-    return publish.encode_publish(BUF, 0, 4, TOPIC, PAYLOAD, qos=1, pid=9)
+    return host.encode_publish(BUF, 0, 4, TOPIC, PAYLOAD, qos=1, pid=9)
 
 
 def _pub_str():
-    return publish.encode_publish(BUF, 0, 5, STR_TOPIC, PAYLOAD, qos=1, pid=10, props=STR_PROPS)
+    return host.encode_publish(BUF, 0, 5, STR_TOPIC, PAYLOAD, qos=1, pid=10, props=STR_PROPS)
 
 
 def _locked_encode(fn):
@@ -72,16 +74,16 @@ def _locked_encode(fn):
 
 
 def _check_publish(data, v, qos, pid, alias, topic=TOPIC, props=PUB_PROPS):
-    assert control.decode_packet(PKT, data, 0, len(data), v) == codec.PUBLISH
+    assert server.decode_packet(PKT, data, 0, len(data), v) == codec.PUBLISH
     assert PKT.qos == qos and PKT.pid == pid
-    assert PKT.topic_bytes() == topic and PKT.payload_bytes() == PAYLOAD
+    assert host.topic_bytes(PKT) == topic and host.payload_bytes(PKT) == PAYLOAD
     if v == 5:
-        items = PKT.props.items()
+        items = host.props_items(PKT.props)
         if alias:
             assert items[0] == (P.TOPIC_ALIAS, alias)
         assert PKT.props.get_int(P.MESSAGE_EXPIRY) == 300
         assert PKT.props.get_bytes(P.CONTENT_TYPE) == b"application/json"
-        assert PKT.props.user_properties() == [("unit", "C"), ("src", "dev1")]
+        assert host.user_properties(PKT.props) == [("unit", "C"), ("src", "dev1")]
         assert PKT.props.get_bytes(P.CORRELATION_DATA) == b"\x01\x02\x03\x04"
         assert len(items) == len(props) + (1 if alias else 0)
 
@@ -146,10 +148,10 @@ def test_encode_acks_v5_with_reason_codes_and_props():
         for reason in (0, rc):
             n = _ack_props(ptype, reason)
             assert no_alloc(_ack_props, ptype, reason) == n
-            assert control.decode_packet(PKT, BUF, 0, n, 5) == ptype
+            assert server.decode_packet(PKT, BUF, 0, n, 5) == ptype
             assert PKT.pid == 0x1234 and PKT.reason == reason
             assert PKT.props.get_bytes(P.REASON_STRING) == b"quota"
-            assert PKT.props.user_properties() == [("k", "v")]
+            assert host.user_properties(PKT.props) == [("k", "v")]
 
 
 def test_encode_pingreq():
@@ -168,7 +170,7 @@ def _build(fn, *args, **kw):
 
 # A received 5.0 QoS 1 PUBLISH with properties (as a broker would send it:
 # a subscription identifier too), and received acks, each a whole packet.
-RX_PUB, RX_PUB_N = _build(publish.encode_publish, 5, TOPIC, PAYLOAD, qos=1, pid=0x4321,
+RX_PUB, RX_PUB_N = _build(host.encode_publish, 5, TOPIC, PAYLOAD, qos=1, pid=0x4321,
                           props=PUB_PROPS + ((P.SUBSCRIPTION_ID, 200), (P.SUBSCRIPTION_ID, 3)),
                           alias=2)
 
@@ -238,7 +240,7 @@ def test_decode_each_ack():
             assert PKT.props.get_bytes(P.REASON_STRING) == b"quota"
 
 
-# ---- Framer.read_from ------------------------------------------------------------------------
+# ---- host.read_from (a Framer) ---------------------------------------------------------------
 
 class PreloadedStream:
     """A stream over a preloaded bytearray whose readinto copies byte by byte
@@ -275,7 +277,7 @@ FRAMER = codec.Framer(256)
 
 
 def _read():
-    return FRAMER.read_from(RX_STREAM)
+    return host.read_from(FRAMER, RX_STREAM)
 
 
 def _decode_framed():
@@ -339,7 +341,7 @@ class PiecewiseStream(PreloadedStream):
         return PreloadedStream.readinto(self, buf, n)
 
 
-BIG_PUB, BIG_PUB_N = _build(publish.encode_publish, 5, TOPIC, bytes(range(120)), qos=1,
+BIG_PUB, BIG_PUB_N = _build(host.encode_publish, 5, TOPIC, bytes(range(120)), qos=1,
                             pid=0x4321)
 # max_packet 200: chunks of 128 bytes, so BIG_PUB (more than 128) is read
 # head first, then its rest; cut in pieces it is gathered at buf[0:]

@@ -7,7 +7,9 @@ arguments with ValueError (or TypeError); decoders raise codec.MQTTError whose
 Alias invalid. Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
-from frugalmqtt import codec, control, publish, server
+from frugalmqtt import codec, control, publish
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server
 from frugalmqtt import props as P
 
 BUF = bytearray(512)
@@ -55,32 +57,32 @@ def pub4(topic=b"a", payload=b"", first=0x30, pid=None):
 
 def decode_ok(data, v):
     """Decode a whole packet, both through decode_packet and a Framer."""
-    t = control.decode_packet(PKT, data, 0, len(data), v)
+    t = server.decode_packet(PKT, data, 0, len(data), v)
     f = codec.Framer(len(data) + 4)
-    assert f.feed(data, 0, len(data)) == len(data) and f.done
-    assert control.decode(PKT, f.first, f.buf, 0, f.rl, v) == t
+    assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f)
+    assert server.decode(PKT, f.first, f.buf, 0, f.rl, v) == t
     return t
 
 
 def reason(data, v):
     """Decoding must fail with MQTTError, the same way through decode_packet
     and through a Framer; returns the reason code."""
-    e = raises(codec.MQTTError, control.decode_packet, PKT, data, 0, len(data), v)
+    e = raises(codec.MQTTError, server.decode_packet, PKT, data, 0, len(data), v)
     f = codec.Framer(len(data) + 4)
-    assert f.feed(data, 0, len(data)) == len(data) and f.done, h(data)
-    e2 = raises(codec.MQTTError, control.decode, PKT, f.first, f.buf, 0, f.rl, v)
+    assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f), h(data)
+    e2 = raises(codec.MQTTError, server.decode, PKT, f.first, f.buf, 0, f.rl, v)
     assert e2.reason == e.reason, (h(data), e.reason, e2.reason)
     return e.reason
 
 
 def enc_pub(*args, **kw):
-    n = publish.encode_publish(BUF, 0, *args, **kw)
+    n = host.encode_publish(BUF, 0, *args, **kw)
     return bytes(BUF[:n])
 
 
 def bad_pub(*args, **kw):
     """encode_publish must refuse these arguments with ValueError."""
-    raises(ValueError, publish.encode_publish, BUF, 0, *args, **kw)
+    raises(ValueError, host.encode_publish, BUF, 0, *args, **kw)
 
 
 # ---- UTF-8 [MQTT-1.5.4-x] ---------------------------------------------------------------
@@ -103,7 +105,7 @@ def test_MQTT_1_5_4_1_valid_utf8_accepted():
         topic = b"x" + unhex(hx) + b"y"
         for v, data in ((4, pub4(topic)), (5, pub5(topic=topic))):
             assert decode_ok(data, v) == codec.PUBLISH, hx
-            assert PKT.topic_bytes() == topic
+            assert host.topic_bytes(PKT) == topic
         assert enc_pub(5, topic, b"")[2:] == b"\x00" + bytes((len(topic),)) + topic + b"\x00"
     s = "x\u0080\u07ff\u0800\ud7ff\ue000\uffff\U00010000\U0010ffffy"
     topic = b"x" + b"".join(unhex(hx) for hx in VALID_UTF8[:8]) + b"y"
@@ -176,8 +178,8 @@ def test_MQTT_1_5_4_3_bom_kept():
     topic = b"\xef\xbb\xbfa/b"
     for v, data in ((4, pub4(topic, b"p")), (5, pub5(topic=topic, payload=b"p"))):
         assert decode_ok(data, v) == codec.PUBLISH
-        assert PKT.topic_len == 6 and PKT.topic_bytes() == topic  # not stripped
-        assert PKT.payload_bytes() == b"p"
+        assert PKT.topic_len == 6 and host.topic_bytes(PKT) == topic  # not stripped
+        assert host.payload_bytes(PKT) == b"p"
     # encoding a str with U+FEFF writes EF BB BF
     assert enc_pub(4, "\ufeffa/b", b"") == unhex("30 08 00 06 EF BB BF 61 2F 62")
     assert enc_pub(5, topic, b"")[4:10] == topic
@@ -229,7 +231,7 @@ def test_U_1_5_5_a_vbi_at_most_4_bytes():
     c.set(data, 0, 4)
     assert c.vbi() == 268435455
     raises(ValueError, codec.put_vbi, bytearray(8), 0, 268435456)
-    raises(ValueError, publish.encode_publish, BUF, 0, 5, "a", b"",
+    raises(ValueError, host.encode_publish, BUF, 0, 5, "a", b"",
            props=((P.SUBSCRIPTION_ID, 268435456),))
 
 
@@ -303,7 +305,7 @@ def test_MQTT_2_2_1_2_no_packet_id_on_qos0():
     assert enc_pub(4, "a", b"") == unhex("30 03 00 01 61")
     # on receipt the two bytes after the topic are payload, not a packet id
     assert decode_ok(pub4(payload=b"\x00\x0a"), 4) == codec.PUBLISH
-    assert PKT.pid == 0 and PKT.payload_bytes() == b"\x00\x0a"
+    assert PKT.pid == 0 and host.payload_bytes(PKT) == b"\x00\x0a"
 
 
 def test_MQTT_2_2_1_3_packet_id_nonzero():
@@ -408,15 +410,15 @@ def test_MQTT_4_8_2_2_shared_subscription_filters():
 
 def test_MQTT_4_7_3_3_string_longer_than_65535_refused():
     big = bytearray(65600)
-    n = publish.encode_publish(big, 0, 4, "a" * 65535, b"")
+    n = host.encode_publish(big, 0, 4, "a" * 65535, b"")
     assert n == 1 + 3 + 2 + 65535 and big[4:6] == b"\xff\xff"
-    raises(ValueError, publish.encode_publish, big, 0, 4, "a" * 65536, b"")
-    raises(ValueError, publish.encode_publish, big, 0, 5, b"b" * 65536, b"")
-    raises(ValueError, publish.encode_publish, big, 0, 5, "\u00e9" * 32768, b"")  # 65536 bytes
+    raises(ValueError, host.encode_publish, big, 0, 4, "a" * 65536, b"")
+    raises(ValueError, host.encode_publish, big, 0, 5, b"b" * 65536, b"")
+    raises(ValueError, host.encode_publish, big, 0, 5, "\u00e9" * 32768, b"")  # 65536 bytes
     raises(ValueError, control.encode_subscribe, big, 0, 4, 1, (("c" * 65536, 0),))
-    raises(ValueError, publish.encode_publish, big, 0, 5, "a", b"",
+    raises(ValueError, host.encode_publish, big, 0, 5, "a", b"",
            props=((P.USER_PROPERTY, ("k", "v" * 65536)),))
-    raises(ValueError, publish.encode_publish, big, 0, 5, "a", b"",
+    raises(ValueError, host.encode_publish, big, 0, 5, "a", b"",
            props=((P.CONTENT_TYPE, "t" * 65536),))
     raises(ValueError, control.encode_connect, big, 0, 4, "i" * 65536)
 
@@ -442,7 +444,7 @@ def test_U_2_2_2_a_property_not_allowed_or_unknown():
     raises(ValueError, control.encode_subscribe, BUF, 0, 5, 1, (("a", 0),),
            ((P.MESSAGE_EXPIRY, 1),))
     # a value of the wrong type
-    raises(TypeError, publish.encode_publish, BUF, 0, 5, "a", b"",
+    raises(TypeError, host.encode_publish, BUF, 0, 5, "a", b"",
            props=((P.CORRELATION_DATA, "text"),))
     # a value cut short by the property block
     assert reason(pub5("02 00 00"), 5) == 0x81
@@ -496,12 +498,12 @@ def test_U_3_3_2_c_user_property_repeats_keep_order():
     data = enc_pub(5, "t", b"x", props=props)
     assert decode_ok(data, 5) == codec.PUBLISH
     assert PKT.props.n_user == 4
-    assert PKT.props.items() == list(props)
-    assert PKT.props.user_properties() == [("b", "1"), ("a", "2"), ("b", "3"), ("a", "2")]
+    assert host.props_items(PKT.props) == list(props)
+    assert host.user_properties(PKT.props) == [("b", "1"), ("a", "2"), ("b", "3"), ("a", "2")]
     # two subscription identifiers in a received PUBLISH are allowed too
     assert decode_ok(pub5("0B 01 0B 80 01"), 5) == codec.PUBLISH
     assert PKT.props.n_subid == 2
-    assert PKT.props.items() == [(P.SUBSCRIPTION_ID, 1), (P.SUBSCRIPTION_ID, 128)]
+    assert host.props_items(PKT.props) == [(P.SUBSCRIPTION_ID, 1), (P.SUBSCRIPTION_ID, 128)]
 
 
 def test_U_3_3_2_d_subscription_identifier_zero():
@@ -532,7 +534,7 @@ def test_U_3_3_2_a_empty_topic_needs_alias():
     data = pub5("23 00 05", topic=b"", payload=b"x")
     assert data == unhex("30 07 00 00 03 23 00 05 78")
     assert decode_ok(data, 5) == codec.PUBLISH
-    assert PKT.topic_len == 0 and PKT.props.get_int(P.TOPIC_ALIAS) == 5 and PKT.payload_bytes() == b"x"
+    assert PKT.topic_len == 0 and PKT.props.get_int(P.TOPIC_ALIAS) == 5 and host.payload_bytes(PKT) == b"x"
     # encoder: empty topic only with an alias
     bad_pub(5, "", b"x")
     assert enc_pub(5, "", b"x", alias=5) == data
@@ -685,9 +687,9 @@ def test_malformed_trailing_bytes_rejected():
         assert reason(data, v) == 0x81, h(data)
     # whole packets whose remaining length does not match the data
     for data in (unhex("40 02 00 0A 00"), unhex("40 03 00 0A"), unhex("C0 00 00"), unhex("C0")):
-        e = raises(codec.MQTTError, control.decode_packet, PKT, data, 0, len(data), 4)
+        e = raises(codec.MQTTError, server.decode_packet, PKT, data, 0, len(data), 4)
         assert e.reason == 0x81, h(data)
-    e = raises(codec.MQTTError, control.decode_packet, PKT, b"", 0, 0, 4)
+    e = raises(codec.MQTTError, server.decode_packet, PKT, b"", 0, 0, 4)
     assert e.reason == 0x81
 
 
@@ -706,8 +708,26 @@ def test_subscribe_options_reserved_bits():
 
 def test_encoder_buffer_too_small():
     small = bytearray(8)
-    raises(ValueError, publish.encode_publish, small, 0, 4, "a/b", b"toolong")
-    raises(ValueError, publish.encode_publish, small, 4, 4, "a/b", b"")
+    raises(ValueError, host.encode_publish, small, 0, 4, "a/b", b"toolong")
+    raises(ValueError, host.encode_publish, small, 4, 4, "a/b", b"")
     raises(ValueError, publish.encode_ack, small, 5, 5, PUBACK, 1, 0x10)
     assert publish.encode_ack(small, 4, 5, PUBACK, 1) == 4
-    raises(TypeError, publish.encode_publish, BUF, 0, 4, "a", "str payload")
+    raises(TypeError, host.encode_publish, BUF, 0, 4, "a", "str payload")
+
+
+def test_client_decode_refuses_broker_direction_packets():
+    # A client never receives CONNECT, SUBSCRIBE or UNSUBSCRIBE: control.decode
+    # calls each a protocol error (0x82) without decoding it; the host's
+    # server.decode reads the same bodies.
+    conn = BUF[:control.encode_connect(BUF, 0, 5, "dev")]
+    sub = BUF[:control.encode_subscribe(BUF, 0, 5, 7, (("a/#", 1),))]
+    unsub = BUF[:control.encode_unsubscribe(BUF, 0, 4, 8, ("a/#",))]
+    for data, v, t in ((conn, 5, codec.CONNECT), (sub, 5, codec.SUBSCRIBE),
+                       (unsub, 4, codec.UNSUBSCRIBE)):
+        data = bytes(data)
+        f = codec.Framer(64)
+        assert host.feed(f, data, 0, len(data)) == len(data) and host.done(f)
+        e = raises(codec.MQTTError, control.decode, PKT, f.first, f.buf, 0, f.rl, v)
+        assert e.reason == 0x82, h(data)
+        assert server.decode(PKT, f.first, f.buf, 0, f.rl, v) == t
+    assert PKT.extra == ["a/#"]

@@ -5,85 +5,15 @@ import errno
 from _util import raises, no_alloc
 from _session_rig import BOTH, pub, ack, connack, rel, h
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
 from frugalmqtt import publish as P
 from frugalmqtt.err import MQTTError, ServerError
 from frugalmqtt.lite import Publisher, SESSION_LOST
 from frugalmqtt.liteprops import props
+from frugalmqtt_host import server as SV
+from _lite_rig import Peer, Lite
 
 _PKT = P.Packet()
-
-
-class Peer:
-    """The broker end of the connection: scripted bytes in, sent bytes recorded.
-    Has both the MicroPython stream calls and the CPython socket calls lite uses."""
-
-    def __init__(self):
-        self.inb = bytearray(4096)
-        self.rpos = 0
-        self.rend = 0
-        self.out = bytearray(8192)
-        self.olen = 0
-        self.closed = False
-
-    def give(self, *packets):
-        for p in packets:
-            self.inb[self.rend:self.rend + len(p)] = p
-            self.rend += len(p)
-
-    def readinto(self, buf, n):
-        k = min(n, self.rend - self.rpos)
-        i = 0
-        while i < k:
-            buf[i] = self.inb[self.rpos + i]
-            i += 1
-        self.rpos += k
-        return k
-
-    def recv_into(self, buf, n):
-        return self.readinto(buf, n)
-
-    def write(self, b, o, n):
-        i = 0
-        while i < n:
-            self.out[self.olen + i] = b[o + i]
-            i += 1
-        self.olen += n
-        return n
-
-    def sendall(self, mv):
-        return self.write(mv, 0, len(mv))
-
-    def close(self):
-        self.closed = True
-
-    def sent(self):
-        """The packets sent since the last call, as a list of bytes."""
-        res = []
-        o = 0
-        while o < self.olen:
-            k = o + 1
-            rl = 0
-            s = 0
-            while True:
-                c = self.out[k]
-                k += 1
-                rl |= (c & 0x7F) << s
-                s += 7
-                if c < 128:
-                    break
-            res.append(bytes(self.out[o:k + rl]))
-            o = k + rl
-        self.olen = 0
-        return res
-
-
-class Lite(Publisher):
-    """A Publisher whose readiness comes from the peer's script, not poll()."""
-
-    def _wait(self, ms):
-        return self.sock.rpos < self.sock.rend
 
 
 def start(v, sp=False, ca_props=None, clean=True, **kw):
@@ -98,7 +28,7 @@ def start(v, sp=False, ca_props=None, clean=True, **kw):
 
 
 def decoded(packet, v):
-    t = C.decode_packet(_PKT, packet, 0, len(packet), v)
+    t = SV.decode_packet(_PKT, packet, 0, len(packet), v)
     return t, _PKT
 
 
@@ -226,16 +156,20 @@ def test_resume_without_session_sends_again_as_new():
 
 
 def test_receive_maximum_limits_the_window():
-    p, peer = start(5, ca_props=[(PR.RECEIVE_MAXIMUM, 2)], slots=4)
+    p, peer = start(5, ca_props=[(PR.RECEIVE_MAXIMUM, 2)], slots=3)
     p.publish("t", b"1", 1)
     p.publish("t", b"2", 2)
-    # a third QoS>0 publish waits for the quota [MQTT-3.3.4-7] [MQTT-4.9.0-2]
-    e = raises(OSError, p.publish, "t", b"3", 1, False, None, 0)
-    assert e.args[0] == errno.ETIMEDOUT  # the in-flight window stayed full
+    # a third QoS>0 publish is stored and waits for the quota [MQTT-3.3.4-7]
+    # [MQTT-4.9.0-2]: nothing sent, nothing blocked
+    assert p.publish("t", b"3", 1, False, None, 0) == 3 and p.pending() == 3
+    assert [x[0] for x in peer.sent()] == [0x32, 0x34]
+    # every slot taken: publish waits for one, up to timeout_ms
+    e = raises(OSError, p.publish, "t", b"4", 1, False, None, 0)
+    assert e.args[0] == errno.ETIMEDOUT and p.pending() == 3  # not stored
     p.publish("t", b"0", 0)  # QoS 0 keeps flowing [MQTT-4.9.0-3]
     peer.give(ack(5, codec.PUBACK, 1))
-    assert p.publish("t", b"3", 1, False, None, 0) == 3
-    assert len(peer.sent()) == 4
+    p.poll(0)  # the ack frees the quota: the held message goes
+    assert peer.sent() == [b"\x30\x05\x00\x01t\x000", pub(5, "t", b"3", 1, 3)]
 
 
 def test_smaller_quota_after_reconnect_holds_the_rest():
@@ -296,6 +230,120 @@ def test_protocol_errors_from_the_server():
     _fails_with(4, b"\x40\x03\x00\x01\x00", 0x81)  # 3.1.1 PUBACK is 2 bytes
 
 
+def _connack5(props):
+    """A 5.0 CONNACK (no session, success) carrying the raw property bytes."""
+    return bytes((0x20, 3 + len(props), 0, 0, len(props))) + props
+
+
+def _raw_pub(v, first, topic, rest):
+    """A PUBLISH the codec would refuse to build: first byte, topic bytes, then
+    rest (packet id if any, and payload); 5.0 gets an empty property block
+    after the packet id (QoS > 0) or the topic."""
+    body = bytes((0, len(topic))) + topic
+    if v == 5:
+        k = 2 if first & 6 else 0
+        rest = rest[:k] + b"\x00" + rest[k:]
+    body += rest
+    return bytes((first, len(body))) + body
+
+
+def _connect_fails_with(v, packet, reason):
+    """connect() gets `packet` where the CONNACK should be: refused, closed."""
+    peer = Peer()
+    peer.give(packet)
+    e = raises(MQTTError, Lite("x", "b", version=v).connect, None, peer)
+    assert e.reason == reason, (h(packet), e.reason)
+    assert peer.closed
+    out = peer.sent()
+    assert out[0][0] == 0x10  # the CONNECT
+    assert out[1:] == ([bytes((0xE0, 1, reason))] if v == 5 else []), [h(x) for x in out]
+
+
+def test_MQTT_3_2_0_1_first_packet_must_be_connack():
+    for v in BOTH:
+        # a PUBLISH (QoS 0 or 1) before the CONNACK: closed, not acknowledged
+        _connect_fails_with(v, pub(v, "t", b"x", 1, 5), 0x82)
+        _connect_fails_with(v, pub(v, "t", b"x"), 0x82)
+        _connect_fails_with(v, b"\xd0\x00", 0x82)  # PINGRESP
+
+
+def test_connect_or_a_second_connack_from_the_server_is_a_protocol_error():
+    for v in BOTH:
+        _fails_with(v, connack(v), 0x82)  # on an open connection [MQTT-3.2.0-1]
+        _fails_with(v, b"\x10\x02\x00\x00", 0x82)  # CONNECT: server-bound only
+
+
+def test_MQTT_2_2_1_3_packet_id_0_is_a_protocol_error():
+    for v in BOTH:
+        _fails_with(v, b"\x40\x02\x00\x00", 0x82)  # PUBACK
+        _fails_with(v, b"\x50\x02\x00\x00", 0x82)  # PUBREC
+        _fails_with(v, b"\x62\x02\x00\x00", 0x82)  # PUBREL
+        _fails_with(v, b"\x70\x02\x00\x00", 0x82)  # PUBCOMP
+        # QoS 1 PUBLISH to "t" with id 0: no PUBACK with id 0
+        _fails_with(v, _raw_pub(v, 0x32, b"t", b"\x00\x00x"), 0x82)
+
+
+def test_MQTT_3_3_2_2_wildcard_topic_from_the_server_is_a_protocol_error():
+    for v in BOTH:
+        _fails_with(v, _raw_pub(v, 0x32, b"#", b"\x00\x03x"), 0x82)
+        _fails_with(v, _raw_pub(v, 0x30, b"a/+/b", b"x"), 0x82)
+        # no topic: an alias, and we allow none (5.0 3.3.2.3.4)
+        _fails_with(v, _raw_pub(v, 0x30, b"", b"x"), 0x82)
+
+
+def test_MQTT_1_5_4_1_topic_from_the_server_must_be_utf8():
+    for v in BOTH:
+        _fails_with(v, _raw_pub(v, 0x32, b"\xc0\x80", b"\x00\x07"), 0x81)  # overlong NUL
+
+
+def test_pingresp_with_a_body_is_malformed():
+    for v in BOTH:
+        _fails_with(v, b"\xd0\x01\x00", 0x81)
+
+
+def test_connack_property_rules():
+    # each at most once (5.0 3.2.2.3.3): Receive Maximum twice
+    _connect_fails_with(5, _connack5(b"\x21\x00\x05\x21\x00\x05"), 0x82)
+    _connect_fails_with(5, _connack5(b"\x24\x02"), 0x82)  # Maximum QoS is 0 or 1
+    _connect_fails_with(5, _connack5(b"\x24\x03"), 0x82)
+    _connect_fails_with(5, _connack5(b"\x25\x02"), 0x82)  # Retain Available is 0 or 1
+    _connect_fails_with(5, _connack5(b"\x21\x00\x00"), 0x82)  # Receive Maximum 0
+    _connect_fails_with(5, _connack5(b"\x27\x00\x00\x00\x00"), 0x82)  # Maximum Packet Size 0
+    # Authentication Method / Data, though we never asked for enhanced auth (5.0 3.2.2.3.17)
+    _connect_fails_with(5, _connack5(b"\x15\x00\x01m"), 0x82)
+    _connect_fails_with(5, _connack5(b"\x16\x00\x01d"), 0x82)
+    # User Property may repeat; a valid CONNACK with two connects
+    peer = Peer()
+    peer.give(_connack5(b"\x26\x00\x01a\x00\x01b\x26\x00\x01a\x00\x01c\x24\x01"))
+    p = Lite("x", "b")
+    assert p.connect(sock=peer) is False and p.max_qos == 1
+
+
+def test_MQTT_1_5_4_1_connack_strings_must_be_utf8():
+    # Assigned Client Identifier overlong, Reason String a surrogate, a user
+    # property with U+0000 [MQTT-1.5.4-2]: malformed
+    _connect_fails_with(5, _connack5(b"\x12\x00\x02\xc0\x80"), 0x81)
+    _connect_fails_with(5, _connack5(b"\x1f\x00\x03\xed\xa0\x80"), 0x81)
+    _connect_fails_with(5, _connack5(b"\x26\x00\x01\x00\x00\x01b"), 0x81)
+    _connect_fails_with(5, _connack5(b"\x1f\x00\x05ab"), 0x81)  # string past the end
+
+
+def test_MQTT_1_5_4_3_utf8_check():
+    from frugalmqtt.core import utf8
+    good = [b"", b"abc", b"\xc2\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80",
+            b"\xef\xbb\xbfx",  # U+FEFF kept, not skipped [MQTT-1.5.4-3]
+            b"\xf4\x8f\xbf\xbf", b"\xed\x9f\xbf"]
+    bad = [b"\x00", b"a\x00b",  # [MQTT-1.5.4-2]
+           b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xf0\x80\x80\x80",  # overlong
+           b"\xed\xa0\x80", b"\xed\xbf\xbf",  # surrogates [MQTT-1.5.4-1]
+           b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff",  # past U+10FFFF
+           b"\xe2\x82", b"\xc2", b"\x80", b"\xe2\x28\xa1"]  # cut short, stray, bad continuation
+    for b in good:
+        assert utf8(b, 0, len(b)), h(b)
+    for b in bad:
+        assert not utf8(b, 0, len(b)), h(b)
+
+
 def test_server_disconnect_and_refusal():
     p, peer = start(5)
     peer.give(b"\xe0\x01\x8b")
@@ -317,8 +365,10 @@ def test_inbound_publish_is_acknowledged_not_delivered():
         p, peer = start(v)
         peer.give(pub(v, "old/sub", b"x", 1, 7), pub(v, "old/sub", b"y", 2, 8), rel(8))
         p.poll(0)
+        # every flow acknowledged [MQTT-4.5.0-2]; lite records no inbound QoS 2
+        # id, so the PUBREL finds none: 0x92 on 5.0 [MQTT-3.7.2-1]
         assert peer.sent() == [ack(v, codec.PUBACK, 7), ack(v, codec.PUBREC, 8),
-                               ack(v, codec.PUBCOMP, 8)]  # [MQTT-4.5.0-2]
+                               ack(v, codec.PUBCOMP, 8, 0x92 if v == 5 else 0)]
 
 
 def test_keep_alive_ping_and_timeout():

@@ -10,6 +10,7 @@ from _outbox_rig import scratch, drop, boot, broker_drain
 from test_session_flows import _Stream
 from frugalmqtt import session as S
 from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
+from frugalmqtt_host import codec as host
 
 SIZE = 2048
 
@@ -149,7 +150,7 @@ def _publish4(s):
 
 def _acks(s, f, stream):
     # the broker's acks, read as the clients read a socket: DONE, LOAD, REC records
-    while f.read_from(stream):
+    while host.read_from(f, stream):
         s.receive()
 
 

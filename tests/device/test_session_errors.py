@@ -10,15 +10,14 @@ Runs unchanged on CPython and on the MicroPython unix port.
 """
 from _util import raises, unhex
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
-from frugalmqtt import publish as P
-from frugalmqtt import server as SV
 from frugalmqtt import session as S
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server as SV
 from frugalmqtt.codec import MQTTError, PUBACK, PUBREC, PUBREL
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
-                          alias_of, _BUF, _PKT)
+                          alias_of, _PKT)
 
 
 def _after_close_nothing_sent(r):
@@ -120,7 +119,7 @@ def test_MQTT_3_2_2_15_maximum_packet_size_refused_locally():
     props = [(PR.USER_PROPERTY, ("key", "value"))]
     for qos in (0, 1, 2):
         r = Rig(5)
-        limit = P.size_publish(5, b"big/topic", b"x" * 40, qos, props)
+        limit = host.size_publish(5, b"big/topic", b"x" * 40, qos, props)
         r.up(props=[(PR.MAXIMUM_PACKET_SIZE, limit)])
         raises(ValueError, r.s.publish, b"big/topic", b"x" * 41, qos, False, props)
         assert r.take() == [] and r.s.pending() == 0
@@ -135,7 +134,7 @@ def test_MQTT_3_2_2_15_maximum_packet_size_counts_the_topic_alias():
     for topic, payload in ((b"sensors/livingroom/temperature", b"21.5"), (b"ab", b"12345")):
         for qos in (0, 1):
             r = Rig(5)
-            limit = P.size_publish(5, topic, payload, qos)
+            limit = host.size_publish(5, topic, payload, qos)
             r.up(props=[(PR.MAXIMUM_PACKET_SIZE, limit), (PR.TOPIC_ALIAS_MAXIMUM, 4)])
             for _ in range(3):
                 r.s.publish(topic, payload, qos)
@@ -143,13 +142,13 @@ def test_MQTT_3_2_2_15_maximum_packet_size_counts_the_topic_alias():
             assert len(got) == 3, hl(got)
             for p in got:
                 assert len(p) <= limit, "%d bytes > %d: %s" % (len(p), limit, h(p))
-                assert C.decode_packet(_PKT, p, 0, len(p), 5) == codec.PUBLISH
-                assert _PKT.payload_bytes() == payload
+                assert SV.decode_packet(_PKT, p, 0, len(p), 5) == codec.PUBLISH
+                assert host.payload_bytes(_PKT) == payload
     # Same for the session's own transmit buffer: a message that fits tx_size
     # without an alias is sent, not refused
     r = Rig(5, tx_size=40)
     r.up(props=[(PR.TOPIC_ALIAS_MAXIMUM, 4)])
-    payload = b"y" * (40 - P.size_publish(5, b"a/b", b""))
+    payload = b"y" * (40 - host.size_publish(5, b"a/b", b""))
     r.s.publish(b"a/b", payload, 0)
     got = r.take()
     assert len(got) == 1 and len(got[0]) <= 40, hl(got)
@@ -223,7 +222,7 @@ def test_U_3_3_4_a_inbound_topic_alias_0_or_above_our_maximum():
     r = Rig(5, aliases_in=0)
     r.s.connect(60, True)
     (c,) = r.take()
-    C.decode_packet(_PKT, c, 0, len(c), 5)
+    SV.decode_packet(_PKT, c, 0, len(c), 5)
     assert all(p[0] != PR.TOPIC_ALIAS_MAXIMUM or p[1] == 0 for p in _PKT.extra.props)
     r.feed(connack(5))
     r.protocol_error(pub(5, b"t", b"x", alias=1), 0x94)
@@ -242,7 +241,7 @@ def test_U_3_3_4_d_inbound_receive_maximum_exceeded():
     r = Rig(5, inbound=2)
     r.s.connect(60, True)
     (c,) = r.take()
-    C.decode_packet(_PKT, c, 0, len(c), 5)
+    SV.decode_packet(_PKT, c, 0, len(c), 5)
     assert (PR.RECEIVE_MAXIMUM, 2) in _PKT.extra.props
     r.feed(connack(5))
     r.feed(pub(5, b"i", b"1", 2, 1) + pub(5, b"i", b"2", 2, 2)
@@ -316,8 +315,8 @@ def test_MQTT_3_1_2_23_write_failure_keeps_session_state():
         raises(OSError, r.s.publish, b"w", b"0", 0)
         r.fail_writes = False
         got = r.up(clean=False, sp=True)
-        assert len(got) == 1 and C.decode_packet(_PKT, got[0], 0, len(got[0]), v) == codec.PUBLISH
-        assert _PKT.pid == pid and _PKT.payload_bytes() == b"1"
+        assert len(got) == 1 and SV.decode_packet(_PKT, got[0], 0, len(got[0]), v) == codec.PUBLISH
+        assert _PKT.pid == pid and host.payload_bytes(_PKT) == b"1"
         r.feed(ack(v, PUBACK, pid))
         assert r.done == [(pid, 0)]
 

@@ -11,15 +11,14 @@ from array import array
 
 from _util import IS_MICROPYTHON, no_alloc, raises, unhex
 from frugalmqtt import codec
-from frugalmqtt import control as C
 from frugalmqtt import props as PR
-from frugalmqtt import publish as P
-from frugalmqtt import server as SV
 from frugalmqtt import session as S
+from frugalmqtt_host import codec as host
+from frugalmqtt_host import server as SV
 from frugalmqtt.codec import PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK
 
 from _session_rig import (BOTH, Rig, h, hl, pub, ack, connack, suback, disconnect, u16, rel,
-                          alias_of, _BUF, _PKT)
+                          alias_of, _PKT)
 
 
 # ---- Resend on a resumed session -----------------------------------------------
@@ -727,7 +726,7 @@ def test_MQTT_3_3_2_10_inbound_aliases_accepted_up_to_our_maximum():
     r = Rig(5, aliases_in=4)
     r.s.connect(60, True)
     (c,) = r.take()
-    assert C.decode_packet(_PKT, c, 0, len(c), 5) == codec.CONNECT
+    assert SV.decode_packet(_PKT, c, 0, len(c), 5) == codec.CONNECT
     assert (PR.TOPIC_ALIAS_MAXIMUM, 4) in _PKT.extra.props
     r.feed(connack(5))
     r.feed(pub(5, b"t/one", b"1", alias=1) + pub(5, b"t/four", b"4", 1, 1, alias=4)
@@ -985,7 +984,7 @@ def _na_publish(t_q2):
 def _na_drain():
     f = _NA_S.framer
     s = _NA_S
-    while f.read_from(_NA_IN):
+    while host.read_from(f, _NA_IN):
         s.receive()
 
 
@@ -1053,7 +1052,7 @@ def test_no_alloc_publish_qos0_repeated_topic_v4():
     s = _NA4_S
     s.connect(60, True)
     f = s.framer
-    f.feed(connack(4), 0, 4)
+    host.feed(f, connack(4), 0, 4)
     s.receive()
     assert s.connected
     s.publish(_NA_T1, _NA_PAY, 0)

@@ -51,7 +51,9 @@ def spawn(runtime, module, func, *args):
     else:
         cmd = [sys.executable, str(RUNNER), module, func, json.dumps(list(args))]
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(MP_DIR), str(EXAMPLES)])
+        # this tree's device and host packages first, not the editable install's
+        env["PYTHONPATH"] = os.pathsep.join([str(MP_DIR), str(EXAMPLES), str(REPO / "firmware"),
+                                             str(REPO)])
     return subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 

@@ -3,7 +3,7 @@
 # CPython): no f-strings, no typing, no pytest.
 #
 # Under the MicroPython unix port:
-#   MICROPYPATH=firmware:tests/mp_client micropython tests/mp_client/scenarios.py NAME PARAMS_JSON
+#   MICROPYPATH=firmware:.:tests/mp_client micropython tests/mp_client/scenarios.py NAME PARAMS_JSON
 # prints one "@@ {json}" line per event and "@@ {"ev": "end"}" last; any
 # exception escapes (traceback on stderr, exit code 1). Under CPython pytest
 # imports this module and calls run(name, params, sink) in-process: the same
@@ -21,7 +21,7 @@ except ImportError:
 
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff
 from frugalmqtt import props as P
-from frugalmqtt.publish import size_publish
+from frugalmqtt_host.codec import size_publish, props_items  # test conveniences
 
 _sink = None  # None: print lines (subprocess); else a function taking the line
 
@@ -68,7 +68,7 @@ class Rec:
         d = {"topic": text(m.topic), "payload": text(m.payload), "qos": m.qos,
              "retain": m.retain, "dup": m.dup}
         if self.with_props:
-            d["props"] = [[i, prop_value(v)] for i, v in m.props.items()]
+            d["props"] = [[i, prop_value(v)] for i, v in props_items(m.props)]
         self.msgs.append(d)
 
     def has(self, payload):

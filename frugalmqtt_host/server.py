@@ -1,20 +1,23 @@
-# The broker direction of the codec: used by the host simulator and tests;
-# devices never import it. Decoding CONNECT, SUBSCRIBE and UNSUBSCRIBE (a
-# client never receives them: control.decode() imports this module lazily for
-# them), and encoding CONNACK, SUBACK, UNSUBACK and AUTH (a client never sends
-# them). The decoders return Python values (they run on the host).
+# The broker direction of the codec, for the host simulator and tests:
+# decoding CONNECT, SUBSCRIBE and UNSUBSCRIBE (a client never receives them)
+# and encoding CONNACK, SUBACK, UNSUBACK and AUTH (a client never sends them);
+# decode() and decode_packet() take a packet of either direction. The
+# decoders return Python values (they run on the host).
 try:
     from micropython import const
 except ImportError:
     const = int  # CPython
 
-from .codec import (MQTTError, malformed, protocol_error, check_filter, put_u16,
-                    CONNECT, CONNACK, SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, AUTH)
-from . import props as _props
-from .publish import total
-from .control import (Will, _props_len, _head, _put_props, _pl, _reason_rl,
-                      _encode_reason, _SUBACK_V4, _SUBACK_V5, _UNSUBACK_V5, _AUTH_V5,
-                      _CONNACK_V4, _CONNACK_V5)
+from frugalmqtt.codec import (MQTTError, malformed, protocol_error, check_filter, check_first,
+                              put_u16, CONNECT, CONNACK, SUBSCRIBE, SUBACK, UNSUBSCRIBE,
+                              UNSUBACK, AUTH)
+from frugalmqtt import control
+from frugalmqtt import props as _props
+from frugalmqtt.publish import total
+from frugalmqtt.control import (Will, _props_len, _head, _put_props, _pl, _reason_rl,
+                                _encode_reason, _SUBACK_V4, _SUBACK_V5, _UNSUBACK_V5, _AUTH_V5,
+                                _CONNACK_V4, _CONNACK_V5)
+from .codec import props_items
 
 UNSUPPORTED_PROTOCOL_VERSION = const(0x84)
 
@@ -52,7 +55,7 @@ def _take_bin(cur):
 
 def _take_props(pkt, where):
     _props.parse(pkt.props, pkt.cur, where)
-    return pkt.props.items()
+    return props_items(pkt.props)
 
 
 def decode_connect(pkt):
@@ -203,3 +206,43 @@ def size_auth(reason=0, props=None):
 def encode_auth(buf, off, reason=0, props=None):
     return _encode_reason(buf, off, 5, AUTH, reason, props, _AUTH_V5)
 
+
+# ---- Any packet ------------------------------------------------------------
+
+def decode(pkt, first, buf, off, end, v):
+    """control.decode() for packets of both directions: also CONNECT
+    (pkt.extra: a Connect), SUBSCRIBE (pkt.extra: [(filter, options)]) and
+    UNSUBSCRIBE (pkt.extra: [filter]); pkt.extra is None for the others."""
+    t = first >> 4
+    if t != CONNECT and t != SUBSCRIBE and t != UNSUBSCRIBE:
+        pkt.extra = None
+        return control.decode(pkt, first, buf, off, end, v)
+    check_first(first, v)  # [MQTT-2.1.3-1]
+    pkt.type = t
+    pkt.first = first
+    pkt.buf = buf
+    cur = pkt.cur
+    cur.set(buf, off, end)
+    pkt.props.clear()
+    if t == CONNECT:
+        pkt.extra = decode_connect(pkt)
+    else:
+        pkt.extra = _take_filters(pkt, v, t == SUBSCRIBE)
+    if cur.pos != cur.end:
+        raise malformed()  # bytes after the packet
+    return t
+
+
+def decode_packet(pkt, buf, off=0, end=None, v=5):
+    """Decode one whole packet of either direction (fixed header included) in
+    buf[off:end]; its remaining length must match exactly."""
+    if end is None:
+        end = len(buf)
+    cur = pkt.cur
+    cur.set(buf, off + 1, end)
+    if off >= end:
+        raise malformed()  # empty packet
+    rl = cur.vbi()
+    if cur.pos + rl != end:
+        raise malformed()  # remaining length does not match the data
+    return decode(pkt, buf[off], buf, cur.pos, end, v)

@@ -1,0 +1,185 @@
+"""A Structured Streaming source, format `mqtt`, on PySpark's Python Data
+Source API: rows of the `received` schema straight from the broker, through
+the project's own client (frugalmqtt.client.MQTTClient).
+
+    spark.dataSource.register(MQTTDataSource)
+    spark.readStream.format("mqtt").options(**options(broker, "fleet/#", "stream-1m"))
+
+At-least-once: the client keeps a persistent session (clean=False, a fixed
+client id, a session expiry on MQTT 5), subscribes at QoS 1 and acknowledges
+a message only once the micro-batch holding it is committed. Until then the
+broker keeps it, and sends it again after a crash or a restart. Downstream
+deduplication by message identity drops what comes twice.
+
+When is a batch committed? Spark asks the source for data after offset E
+only once every batch up to E has run and is in the query's commit log
+(read(start=E)); Spark's commit(E) says the same later, or never when no new
+batch follows. Both acknowledge everything up to E (this needs Spark's
+default synchronous progress tracking). A batch that was planned
+but not committed before a restart is replayed empty: its messages, never
+acknowledged, come again from the broker into later batches.
+
+A batch holds at most Receive Maximum messages (option receiveMaximum,
+default 1000; a 3.1.1 session gets the broker's own limit, mosquitto's
+max_inflight_messages): the broker sends no more until they are
+acknowledged. Trigger.AvailableNow (`pipeline stream --once`) reads until
+the broker pauses for idleMs (at most drainS seconds).
+
+The reader lives in one Python process beside the driver for the whole
+query (SimpleDataSourceStreamReader); the network client is made there,
+lazily, because the reader object is pickled on its way. A thread polls the
+client, so keep-alive and acknowledgements go on between batches."""
+import threading
+import time
+from collections import deque
+
+from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from host_sim import schema
+
+from .broker import Broker
+from .collect import received_row, subscribe
+
+ARRIVAL = schema.names(schema.RECEIVED).index("arrival")
+
+
+def options(broker, topic, client_id, run_id="live", idle_ms=500, receive_max=1000, drain_s=60):
+    """The source's options for a Broker (no password: the reader takes it
+    from the broker's password file or the environment when it connects)."""
+    o = {"host": broker.host, "port": broker.port, "version": broker.version,
+         "topic": topic, "clientId": client_id, "runId": run_id, "idleMs": idle_ms,
+         "receiveMaximum": receive_max, "drainS": drain_s, "tls": broker.tls}
+    for k in ("user", "password_file", "ca", "cert", "key"):
+        if getattr(broker, k) is not None:
+            o["passwordFile" if k == "password_file" else k] = getattr(broker, k)
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in o.items()}
+
+
+class MQTTDataSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "mqtt"
+
+    def schema(self):
+        return schema.spark_schema(schema.RECEIVED)
+
+    def simpleStreamReader(self, schema):
+        return MQTTStreamReader(self.options)
+
+
+class MQTTStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are {"n": messages handed to Spark so far}, counted across
+    restarts from the checkpoint; a row's `arrival` is its offset."""
+
+    def __init__(self, opts):
+        o = {k.lower(): v for k, v in opts.items()}
+        self.broker = Broker(o.get("host", "127.0.0.1"), int(o.get("port", 0)),
+                             int(o.get("version", 5)), o.get("user"), o.get("passwordfile"),
+                             o.get("tls") == "true", o.get("ca"), o.get("cert"), o.get("key"))
+        self.topic = o["topic"]
+        self.client_id = o["clientid"]
+        self.run_id = o.get("runid", "live")
+        self.idle_ms = int(o.get("idlems", 500))
+        self.receive_max = int(o.get("receivemaximum", 1000))
+        self.drain_s = float(o.get("drains", 60))
+        self.link = None        # _Link, made by the first read()
+        self.drain_until = 0    # Trigger.AvailableNow: read until the broker pauses
+        self.drained = False
+
+    def initialOffset(self):
+        return {"n": 0}
+
+    def prepareForTriggerAvailableNow(self):
+        self.drain_until = time.monotonic() + self.drain_s
+
+    def read(self, start):
+        fresh = self.link is None
+        if fresh:
+            self.link = _Link(self.broker, self.topic, self.client_id, self.run_id,
+                              self.receive_max)
+        n = start["n"]
+        self.link.ack_through(n)  # every batch up to `start` is committed
+        if self.drained:
+            return iter(()), start
+        if fresh or self.drain_until:
+            # What the broker kept for us comes first, in one batch.
+            self.link.wait_idle(self.idle_ms, 10 * self.idle_ms)
+        rows = [r[:ARRIVAL] + (n + i,) + r[ARRIVAL + 1:] for i, r in enumerate(self.link.take(n))]
+        # Trigger.AvailableNow ends at the first pause (or after drain_s).
+        self.drained = bool(self.drain_until) and (
+            not rows or time.monotonic() > self.drain_until)
+        return iter(rows), {"n": n + len(rows)}
+
+    def readBetweenOffsets(self, start, end):
+        # Replay of a batch planned before a restart: see the module's notes.
+        return iter(())
+
+    def commit(self, end):
+        if self.link is not None:
+            self.link.ack_through(end["n"])
+
+
+class _Link:
+    """The client, its connection and the messages between the broker and
+    Spark; a daemon thread polls it. Every client call holds `lock`."""
+
+    def __init__(self, broker, topic, client_id, run_id, receive_max):
+        self.run_id, self.client_id = run_id, client_id
+        self.lock = threading.Lock()
+        self.inbox = []     # (row, connection, packet id) not yet given to Spark
+        self.unacked = deque()  # (offset, connection, packet id) given, not acknowledged
+        self.last_rx = time.monotonic()
+        self.error = None   # what ended the polling thread
+        c = self.client = broker.client(client_id, clean=False, inbound=receive_max,
+                                        max_packet=4096)
+        c.s.manual_ack = True
+        c.on_message = self._on_message
+        if not broker.connect(c):
+            subscribe(broker, c, topic)  # no session at the broker yet
+        threading.Thread(target=self._poll, name="mqtt-" + client_id, daemon=True).start()
+
+    def _on_message(self, msg):
+        row = received_row(msg, self.run_id, self.client_id, None, int(time.time() * 1000))
+        self.inbox.append((row, self.client.sock, msg.pid if msg.qos == 1 else 0))
+        self.last_rx = time.monotonic()
+
+    def _poll(self):
+        try:
+            while True:
+                with self.lock:
+                    self.client.poll(0)  # reconnects (with backoff) when the link breaks
+                time.sleep(0.01)
+        except Exception as e:  # not a network error: the next read() raises it
+            self.error = e
+
+    def wait_idle(self, idle_ms, most_ms):
+        """Wait until nothing has arrived for idle_ms, or most_ms passed (a
+        busy fleet never pauses). A full Receive Maximum window pauses too:
+        the broker sends no more until we acknowledge."""
+        end = time.monotonic() + most_ms / 1000
+        while time.monotonic() - self.last_rx < idle_ms / 1000 and time.monotonic() < end:
+            time.sleep(idle_ms / 4000)
+
+    def take(self, first):
+        """The rows received so far, to be offsets first, first + 1, ...
+        (their `arrival` is left None for the caller)."""
+        if self.error:
+            raise self.error
+        with self.lock:
+            got, self.inbox = self.inbox, []
+            for i, (_, conn, pid) in enumerate(got):
+                if pid:
+                    self.unacked.append((first + i, conn, pid))
+        return [row for row, _, _ in got]
+
+    def ack_through(self, n):
+        """PUBACK, in the order received, each message at an offset below n
+        (offsets count from 0, so `n` messages), if its connection is the
+        current one (the broker resends those of an earlier connection)."""
+        with self.lock:
+            c = self.client
+            while self.unacked and self.unacked[0][0] < n:
+                _, conn, pid = self.unacked.popleft()
+                if conn is c.sock and c.connected:
+                    c.ack(pid)

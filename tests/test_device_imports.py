@@ -1,0 +1,115 @@
+"""The device package's imports, read statically: nothing a device runs
+(firmware/, boards/) imports host code, and the modules of firmware/frugalmqtt/
+import each other without a circle, counting the imports inside functions
+(lazy imports) too. And the host package's copies of device constants."""
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIRMWARE = REPO / "firmware"
+PACKAGE = FIRMWARE / "frugalmqtt"
+HOST_SIDE = ("frugalmqtt_host", "host_sim", "tests", "pipeline", "bench", "tools")
+
+
+def imports(path, package="frugalmqtt"):
+    """(absolute module names, sibling modules of `package`) that the source at
+    path imports anywhere in it: top level, try/except, function bodies."""
+    absolute, siblings = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                absolute.add(a.name)
+                if a.name.startswith(package + "."):
+                    siblings.add(a.name.split(".")[1])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # from . import x / from .x import y
+                mod = node.module
+            elif node.module == package:  # from frugalmqtt import x
+                mod = None
+            elif (node.module or "").startswith(package + "."):
+                mod = node.module[len(package) + 1:]
+            else:
+                absolute.add(node.module)
+                continue
+            if mod:
+                siblings.add(mod.split(".")[0])
+            else:
+                siblings.update(a.name for a in node.names)
+    return absolute, siblings
+
+
+def graph(package_dir):
+    """{module: modules of the package it imports} for a package directory."""
+    names = {p.stem for p in package_dir.glob("*.py")}
+    return {p.stem: imports(p)[1] & names - {p.stem} for p in package_dir.glob("*.py")}
+
+
+def cycle(g):
+    """One import circle in graph g as a list of modules, or None."""
+    state = {}  # module -> 1 on the current path, 2 done
+    path = []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for n in sorted(g.get(m, ())):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(g):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_firmware_imports_nothing_host_side():
+    sources = sorted(FIRMWARE.rglob("*.py")) + sorted((REPO / "boards").rglob("*.py"))
+    assert len(sources) > 15
+    bad = []
+    for p in sources:
+        for name in imports(p)[0]:
+            if name.split(".")[0] in HOST_SIDE:
+                bad.append("%s imports %s" % (p.relative_to(REPO), name))
+    assert not bad, bad
+
+
+def test_device_package_has_no_import_circle():
+    g = graph(PACKAGE)
+    assert "session" in g["client"] or "base" in g["client"]  # the graph is read
+    assert {"codec", "props", "publish"} <= g["control"]
+    assert cycle(g) is None, "import circle: " + " -> ".join(cycle(g))
+
+
+def test_circle_finder_sees_lazy_and_indirect_circles(tmp_path):
+    # What the device package had: control imported server inside decode()
+    # and server imported control at the top.
+    (tmp_path / "control.py").write_text("from .codec import x\n\ndef decode():\n"
+                                         "    from . import server\n")
+    (tmp_path / "server.py").write_text("from .control import Will\n")
+    (tmp_path / "codec.py").write_text("from frugalmqtt import props\n")
+    (tmp_path / "props.py").write_text("import frugalmqtt.codec\n")
+    g = graph(tmp_path)
+    assert g == {"control": {"codec", "server"}, "server": {"control"}, "codec": {"props"},
+                 "props": {"codec"}}
+    assert cycle(g) in (["codec", "props", "codec"], ["control", "server", "control"])
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_host_copies_of_private_consts_match_the_device():
+    # frugalmqtt_host.codec repeats a few private const() values of the device
+    # modules (MicroPython cannot import them); CPython keeps the originals.
+    from frugalmqtt import codec, props
+    from frugalmqtt_host import codec as host
+    for name in ("_HEAD", "_LEN", "_BODY", "_DONE"):
+        assert getattr(host, name) == getattr(codec, name), name
+    for name in ("_BOOL", "_U16_NZ", "_U32_NZ", "_VBI_NZ", "_STR", "_PAIR"):
+        assert getattr(host, name) == getattr(props, name), name

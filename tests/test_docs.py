@@ -1,0 +1,313 @@
+"""The docs site: `make docs` builds it strictly (a broken link or reference
+fails), the API reference names every public member of the classes it
+documents with their real signatures, the reason-code table matches the codec,
+and the profile figures are those of the latest `make compare`."""
+import ast
+import importlib
+import inspect
+import re
+import shutil
+import subprocess
+import sys
+from collections import namedtuple
+
+import pytest
+
+from docsnippets import REPO
+
+DOCS = REPO / "docs"
+API = (DOCS / "api.md").read_text(encoding="utf-8")
+
+
+# ---- the build ----------------------------------------------------------------------
+
+def make_docs(src, out):
+    return subprocess.run(["make", "-s", "docs", "DOCS_SRC=%s" % src, "DOCS_OUT=%s" % out],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=300)
+
+
+def test_make_docs_builds_every_page(tmp_path):
+    r = make_docs(DOCS, tmp_path / "site")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for page in DOCS.glob("*.md"):
+        assert (tmp_path / "site" / (page.stem + ".html")).is_file(), page.name
+
+
+BROKEN = {  # what a page may get wrong -> what the build must report
+    "[a page that is not there](nowhere.md)": "nowhere.md",
+    "[a heading that is not there](api.md#no-such-heading)": "no-such-heading",
+    "{py:meth}`frugalmqtt.client.MQTTClient.no_such_method`": "no_such_method",
+}
+
+
+def test_make_docs_fails_on_broken_references(tmp_path):
+    src = tmp_path / "docs"
+    shutil.copytree(DOCS, src)
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # literalinclude ../examples/
+    page = src / "troubleshooting.md"
+    page.write_text(page.read_text() + "\n" + "\n\n".join(BROKEN) + "\n")
+    r = make_docs(src, tmp_path / "site")
+    assert r.returncode != 0, r.stdout + r.stderr
+    for broken, reported in BROKEN.items():
+        assert any("troubleshooting.md" in l and reported in l for l in r.stderr.splitlines()), (
+            broken, r.stderr)
+
+
+# ---- the API reference ---------------------------------------------------------------
+
+_DIRECTIVE = re.compile(r"^(`{3,})\{py:(\w+)\}\s*(.*)$")
+
+# Keyword arguments a client passes on to its Session (`**sizes`).
+SIZING = ["max_packet", "tx_size", "slots", "slot_size", "inbound", "aliases_out", "aliases_in",
+          "alias_topic_max"]
+
+
+Entry = namedtuple("Entry", "kind module cls name args text")
+
+
+def documented():
+    """An Entry for every py: directive of docs/api.md: the class it is in
+    (or None), its signature's text (None without one) and, for a class, its
+    body's text."""
+    lines = API.splitlines()
+    out = []
+    stack = []  # [fence, Entry fields, first body line] of the open classes
+    for i, line in enumerate(lines):
+        if stack and line.strip() == stack[-1][0]:
+            fence, fields, first = stack.pop()
+            fields[5] = "\n".join(lines[first:i])
+            continue
+        m = _DIRECTIVE.match(line)
+        if not m:
+            continue
+        fence, kind, sig = m.groups()
+        module = None
+        for opt in lines[i + 1:i + 4]:
+            if opt.startswith(":module:"):
+                module = opt.split(None, 1)[1].strip()
+        name, _, args = sig.partition("(")
+        cls = stack[-1][1] if stack else None
+        fields = [kind, module or (cls[1] if cls else None), cls[3] if cls else None,
+                  name.strip(), args[:-1] if args else None, ""]
+        out.append(fields)
+        if kind in ("class", "exception"):
+            stack.append([fence, fields, i + 1])
+    assert not stack, "unclosed directive in api.md"
+    return [Entry(*f) for f in out]
+
+
+ENTRIES = documented()
+CLASSES = [e for e in ENTRIES if e.kind in ("class", "exception")]
+
+
+def entry_id(e):
+    return ".".join(x for x in (e.module, e.cls, e.name) if x)
+
+
+def real(module, cls, name):
+    obj = importlib.import_module(module)
+    for part in ([cls] if cls else []) + [name]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def doc_params(args):
+    """[(name, default)] of a documented signature; default is a value, a
+    name (str) for a default that is a function, or inspect.Parameter.empty."""
+    fn = ast.parse("def f(%s): pass" % args).body[0].args
+    pos = fn.args
+    defaults = [inspect.Parameter.empty] * (len(pos) - len(fn.defaults)) + fn.defaults
+    out = []
+    for a, d in zip(pos, defaults):
+        if d is not inspect.Parameter.empty:
+            d = d.id if isinstance(d, ast.Name) else ast.literal_eval(d)
+        out.append((a.arg, d))
+    return out
+
+
+def real_params(obj, bases=()):
+    """[(name, default)] of obj's signature: `self` dropped, a (*args, **kw)
+    pass-through replaced by the base class's, **sizes by the Session sizing."""
+    params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+    kinds = [p.kind for p in params]
+    if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
+        return real_params(bases[0], bases[1:])
+    out = []
+    session = inspect.signature(real("frugalmqtt.session", None, "Session")).parameters
+    for p in params:
+        if p.kind == inspect.Parameter.VAR_KEYWORD:
+            out += [(n, session[n].default) for n in SIZING]
+        else:
+            d = p.default
+            out.append((p.name, d.__name__ if inspect.isroutine(d) else d))
+    return out
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.args is not None], ids=entry_id)
+def test_documented_signature_is_the_real_one(entry):
+    obj = real(entry.module, entry.cls, entry.name)
+    bases = inspect.getmro(obj)[1:] if inspect.isclass(obj) else ()
+    assert doc_params(entry.args) == real_params(obj, bases)
+
+
+@pytest.mark.parametrize("entry", CLASSES, ids=entry_id)
+def test_documented_members_exist(entry, tmp_path):
+    cls = real(entry.module, None, entry.name)
+    objs = [cls] + [o for o in instances(tmp_path)[entry.name] if type(o) is cls]
+    for e in ENTRIES:
+        if e.cls == entry.name and e.module == entry.module:
+            assert any(hasattr(o, e.name) for o in objs), (
+                "%s is documented but does not exist" % entry_id(e))
+
+
+def instances(tmp_path):
+    """One instance of each documented class, for its instance attributes."""
+    from frugalmqtt.client import MQTTClient
+    from frugalmqtt.aclient import AMQTTClient
+    from frugalmqtt.lite import Publisher
+    from frugalmqtt import simple, session, props, control, err, outbox
+    box = outbox.Outbox(str(tmp_path / "outbox.bin"), 16384)
+    MQTTClient("doc", "localhost", outbox=box)  # attached: the outbox's full state
+    return {
+        "MQTTClient": [MQTTClient("doc", "localhost"), simple.MQTTClient("doc", "localhost")],
+        "AMQTTClient": [AMQTTClient("doc", "localhost")],
+        "Publisher": [Publisher("doc", "localhost")],
+        "Outbox": [box],
+        "Message": [session.Message(props.Props())],
+        "Props": [props.Props()],
+        "Will": [control.Will(b"t", b"p")],
+        "Session": [session.Session("doc", None)],
+        "MQTTError": [err.MQTTError(0x81)],
+        "ServerError": [err.ServerError(0x87)],
+        "MQTTException": [simple.MQTTException(5)],
+    }
+
+
+def mentioned(name, text):
+    return ("`%s`" % name in text or "`%s(" % name in text or "} %s(" % name in text
+            or re.search(r"\} %s$" % re.escape(name), text, re.M))
+
+
+@pytest.mark.parametrize("entry", CLASSES, ids=entry_id)
+def test_every_public_member_is_in_the_reference(entry, tmp_path):
+    module, name, text = entry.module, entry.name, entry.text
+    cls = real(module, None, name)
+    inherited = set(dir(BaseException)) if issubclass(cls, BaseException) else set(dir(object))
+    names = {n for n in dir(cls) if not n.startswith("_") and n not in inherited}
+    for obj in instances(tmp_path)[name]:
+        if type(obj) is cls:
+            names |= {n for n in vars(obj) if not n.startswith("_")}
+    missing = sorted(n for n in names if not mentioned(n, text))
+    assert not missing, "%s.%s: not in docs/api.md: %s" % (module, name, missing)
+
+
+# Modules whose every public class and function is in the reference, and the
+# ones whose integer constants are theirs (the others import theirs).
+# session.ticks_ms/ticks_diff and client.sleep_ms are CPython stand-ins for
+# MicroPython's time functions; lite.FULL is the core's publish() result,
+# which lite.Publisher.publish() waits out instead of returning.
+MODULES = ["frugalmqtt.client", "frugalmqtt.aclient", "frugalmqtt.lite", "frugalmqtt.liteprops",
+           "frugalmqtt.simple", "frugalmqtt.outbox", "frugalmqtt.err", "frugalmqtt.session"]
+CONSTANTS_OF = {"frugalmqtt.lite", "frugalmqtt.session"}
+NOT_API = {"frugalmqtt.session": {"ticks_ms", "ticks_diff"}, "frugalmqtt.client": {"sleep_ms"},
+           "frugalmqtt.lite": {"FULL", "ticks_ms", "ticks_diff"}}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_name_of_the_module_is_documented(module):
+    mod = importlib.import_module(module)
+    names = set()
+    for n, obj in vars(mod).items():
+        if n.startswith("_") or n in NOT_API.get(module, ()):
+            continue
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module:
+            names.add(n)
+        elif type(obj) is int and n.isupper() and module in CONSTANTS_OF:
+            names.add(n)
+    have = {e.name for e in ENTRIES if e.module == module and e.cls is None}
+    assert names - have == set(), "%s: undocumented %s" % (module, sorted(names - have))
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.kind == "data"], ids=entry_id)
+def test_documented_constant_has_its_value(entry):
+    module, name = entry.module, entry.name
+    body = API[API.index("{py:data} %s\n:module: %s" % (name, module)):]
+    value = re.search(r"`(-?\d+)`", body).group(1)
+    assert real(module, None, name) == int(value)
+
+
+# ---- reason codes --------------------------------------------------------------------
+
+def reason_table():
+    """{packet name: set of codes} from the MQTT 5.0 table of reason-codes.md."""
+    text = (DOCS / "reason-codes.md").read_text(encoding="utf-8")
+    table = text[text.index("## MQTT 5.0"):text.index("The ones a telemetry")]
+    by_packet = {}
+    for code, packets in re.findall(r"^\| `0x([0-9A-F]{2})` \| [^|]+ \| ([^|]+) \|$", table, re.M):
+        for p in re.findall(r"[A-Z]+", packets):
+            by_packet.setdefault(p, set()).add(int(code, 16))
+    return by_packet
+
+
+def test_reason_code_table_matches_the_codec():
+    from frugalmqtt import control, publish
+    codec = {
+        "CONNACK": control._CONNACK_V5, "SUBACK": control._SUBACK_V5,
+        "UNSUBACK": control._UNSUBACK_V5, "DISCONNECT": control._DISCONNECT_V5,
+        "AUTH": control._AUTH_V5, "PUBACK": publish._PUB_REASONS,
+        "PUBREC": publish._PUB_REASONS, "PUBREL": publish._REL_REASONS,
+        "PUBCOMP": publish._REL_REASONS,
+    }
+    table = reason_table()
+    assert set(table) == set(codec)
+    for packet, codes in codec.items():
+        assert table[packet] == set(codes), packet
+
+
+def test_311_connack_codes_are_the_codecs():
+    from frugalmqtt import control
+    text = (DOCS / "reason-codes.md").read_text(encoding="utf-8")
+    part = text[text.index("## MQTT 3.1.1"):text.index("SUBACK return codes")]
+    assert {int(c) for c in re.findall(r"^\| `(\d)` \|", part, re.M)} == set(control._CONNACK_V4)
+
+
+# ---- profile figures -----------------------------------------------------------------
+
+def test_profile_ram_is_the_latest_make_compare():
+    latest = sorted((REPO / "bench" / "results").glob("compare-*.md"))[-1]
+    compare = latest.read_text(encoding="utf-8")
+    profiles = (DOCS / "profiles.md").read_text(encoding="utf-8")
+    assert latest.name in profiles
+    rows = ["heap held after import", "heap held after connect",
+            "smallest heap, connect + 1000 QoS 1 publishes",
+            "heap held after import, bytecode in ROMFS", "smallest heap, bytecode in ROMFS"]
+    for row in rows:
+        cells = re.search(r"^\| %s \| ([^|]+) \| ([^|]+) \|" % re.escape(row), compare, re.M)
+        full, lite = cells.group(1).strip(), cells.group(2).strip()
+        assert "| %s | %s | %s |" % (row, full, lite) in profiles, row
+
+
+def test_sizing_costs_are_the_latest_results():
+    latest = sorted((REPO / "bench" / "results").glob("sizing-*.md"))[-1]
+    results = latest.read_text(encoding="utf-8")
+    profiles = (DOCS / "profiles.md").read_text(encoding="utf-8")
+    assert latest.name in profiles
+    for cls, total in re.findall(r"^\| (\w+) \| \(every default\) \| \| (\d+) B in all", results,
+                                 re.M):
+        assert "%s B" % total in profiles, (cls, total)
+
+
+def test_profile_mpy_sizes_are_this_trees(tmp_path):
+    """The .mpy column of the profile table is what `make size` says now."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import mpy
+    import profiles
+    for src, rel in mpy.sources():  # the package, one architecture (bytecode: same on both)
+        if rel.startswith("frugalmqtt/"):
+            mpy.compile_one(src, tmp_path / "armv6m" / rel, "armv6m")
+    mods = mpy.sizes(tmp_path)
+    text = (DOCS / "profiles.md").read_text(encoding="utf-8")
+    for name in profiles.PROFILES:
+        row = re.search(r"^\| `%s` \|.*\| (\d+) \|$" % name, text, re.M)
+        assert row, name
+        assert int(row.group(1)) == mpy.profile_size(name, mods), name
