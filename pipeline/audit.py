@@ -9,13 +9,15 @@ the tables are the same sums over different keys. `qos` is the delivery QoS,
 the lower of the published QoS and the subscription's QoS: the guarantee
 that applies.
 
-How it runs (one Spark job for everything but the subscriber list): the
-published rows, widened by the few subscribers (a broadcast join), and the
-received rows are shuffled once, together, by (run, device); the per-message
-groupBy, the arrival-order window and the latency histogram all run on that
-partitioning without another exchange. The facts end as a histogram (one
-row per latency value and key), and every level is one GROUPING SETS query
-over it with exact percentiles by frequency.
+How it runs (one Spark query; explain() shows it): the received rows are
+shuffled once by (run, device) and grouped per KEY in a hash aggregation,
+the first delivery taken with min_by; one sort serves the arrival-order
+window. The published rows, widened by the few subscribers (a broadcast
+join; the subscriber list is a three-column scan of the received rows), are
+shuffled once by (run, device) too, so the full outer join on KEY hashes
+each partition and moves no rows. The facts fold into a histogram (one row
+per latency value and key), and every level is one GROUPING SETS query over
+it with exact percentiles by frequency.
 """
 from pyspark.sql import Window
 from pyspark.sql import functions as F
