@@ -17,28 +17,19 @@ DEVICE_TIMEOUT_S = 180
 
 
 class Progress:
+    """The run's progress bar (tqdm): `done` of `total` with a status text;
+    on a terminal redrawn in place, elsewhere a line every few seconds."""
+
     def __init__(self, total, out=sys.stderr, quiet=False):
-        self.total = max(total, 1)
-        self.out = out
-        self.quiet = quiet
-        self.tty = out.isatty()
-        self.last = 0.0
-        self.t0 = time.monotonic()
+        from tqdm import tqdm
+        self.bar = tqdm(total=max(total, 1), file=out, disable=quiet, unit="msg",
+                        mininterval=0.2 if out.isatty() else 5.0, dynamic_ncols=True)
 
     def show(self, done, text, final=False):
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if not final and now - self.last < (0.2 if self.tty else 5.0):
-            return
-        self.last = now
-        frac = min(done / self.total, 1.0)
-        bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
-        line = "[%s] %3d%% %s %5.1fs" % (bar, 100 * frac, text, now - self.t0)
-        self.out.write(("\r" + line) if self.tty else line + "\n")
-        if final and self.tty:
-            self.out.write("\n")
-        self.out.flush()
+        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.update(min(done, self.bar.total) - self.bar.n)
+        if final:
+            self.bar.close()
 
 
 class Active:

@@ -1,10 +1,15 @@
 """Telemetry analytics over received rows: per-sensor tumbling windows and
-gaps in each device's sequence. Each message counts once, however many
-subscribers or redeliveries brought it."""
+gaps in each sensor's sequence. Each message counts once, however many
+subscribers or redeliveries brought it: a message is (run, device, topic,
+seq), audit.MESSAGE (the firmware sends every sensor of one reading with the
+same seq, each on its own topic)."""
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from .audit import MESSAGE, PARTITION
+
 DEFAULT_WINDOWS = ("1m", "1h")
+WINDOW_COLUMNS = ["run_id", "device", "sensor", "start", "end", "count", "min", "max", "mean"]
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -16,13 +21,21 @@ def interval(text):
     return "%s %s" % (text[:-1], _UNITS[text[-1]])
 
 
-def telemetry(rcv):
-    """One row per telemetry message (device, seq), with its event time."""
+def readings(rcv):
+    """Received rows that carry a sensor reading, with their event time `ts`."""
     return (rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull()
                       & F.col("sensor").isNotNull() & F.col("value").isNotNull()
                       & F.col("t_device_ms").isNotNull())
-            .dropDuplicates(["run_id", "device", "seq"])
-            .withColumn("ts", F.timestamp_millis("t_device_ms")))
+            .select(*MESSAGE, "sensor", "value", F.timestamp_millis("t_device_ms").alias("ts")))
+
+
+def telemetry(rcv):
+    """One row per telemetry message (MESSAGE), partitioned by (run, device)
+    so the windows and gaps over it need no other shuffle. (The sensor is
+    part of the payload, so it is a key here too: that keeps every
+    aggregation buffer fixed-width, a hash aggregation rather than a sort.)"""
+    return (readings(rcv).repartition(*PARTITION).groupBy(*MESSAGE, "sensor")
+            .agg(F.first("value").alias("value"), F.first("ts").alias("ts")))
 
 
 def windows(tel, width):
@@ -32,18 +45,15 @@ def windows(tel, width):
             .agg(F.count(F.lit(1)).alias("count"), F.min("value").alias("min"),
                  F.max("value").alias("max"), F.avg("value").alias("mean"))
             .select("run_id", "device", "sensor", F.col("w.start").alias("start"),
-                    F.col("w.end").alias("end"), "count", "min", "max", "mean")
-            .orderBy("run_id", "device", "sensor", "start"))
+                    F.col("w.end").alias("end"), "count", "min", "max", "mean"))
 
 
-def gaps(rcv):
-    """Runs of sequence numbers missing between two received ones, per device:
-    first and last missing seq and how many."""
-    s = (rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull())
-         .select("run_id", "device", "seq").distinct())
-    nxt = F.lead("seq").over(Window.partitionBy("run_id", "device").orderBy("seq"))
-    return (s.withColumn("next", nxt).where(F.col("next") - F.col("seq") > 1)
-            .select("run_id", "device", (F.col("seq") + 1).alias("first_missing"),
+def gaps(tel):
+    """Runs of sequence numbers missing between two received ones, per
+    device and sensor: first and last missing seq and how many."""
+    nxt = F.lead("seq").over(Window.partitionBy("run_id", "device", "sensor").orderBy("seq"))
+    return (tel.select("run_id", "device", "sensor", "seq").withColumn("next", nxt)
+            .where(F.col("next") - F.col("seq") > 1)
+            .select("run_id", "device", "sensor", (F.col("seq") + 1).alias("first_missing"),
                     (F.col("next") - 1).alias("last_missing"),
-                    (F.col("next") - F.col("seq") - 1).alias("missing"))
-            .orderBy("run_id", "device", "first_missing"))
+                    (F.col("next") - F.col("seq") - 1).alias("missing")))

@@ -2,19 +2,23 @@
 Structured Streaming windows over collected files), gen (synthetic traces)."""
 import argparse
 import json
+import os
 import sys
 
 from . import broker
 
 EXIT_VIOLATIONS = 3  # the audit found a broken QoS 1/2 guarantee
-EXIT_USAGE = 2       # bad input: a broker that cannot be reached or refuses us, ...
+EXIT_USAGE = 2       # bad input: missing or empty traces, a broker that cannot be reached, ...
+SPARK_LOG = "spark.log"  # Spark's own output, in the --out folder unless -v
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m pipeline")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    a = sub.add_parser("audit", help="delivery audit + telemetry analytics + report")
+    # Defaults in --help; no abbreviated options (--pass would be --password-file).
+    shown = dict(formatter_class=_ShowDefaults, allow_abbrev=False)
+    a = sub.add_parser("audit", help="delivery audit + telemetry analytics + report", **shown)
     a.add_argument("--traces", required=True, help="directory holding run=<id>/ folders")
     a.add_argument("--out", required=True, help="report directory")
     a.add_argument("--master", default=None, help="Spark master (default local[*])")
@@ -22,9 +26,9 @@ def main(argv=None):
     a.add_argument("--expiry-slack-ms", type=int, default=1000,
                    help="delivery this long after the expiry still counts as in time")
     a.add_argument("--no-plots", action="store_true", help="summary.json only, no HTML")
+    a.add_argument("-v", "--verbose", action="store_true",
+                   help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
 
-    # Defaults in --help; no abbreviated options (--pass would be --password-file).
-    shown = dict(formatter_class=_ShowDefaults, allow_abbrev=False)
     c = sub.add_parser("collect", help="subscribe and append received telemetry as Parquet",
                        **shown)
     broker.add_arguments(c)
@@ -51,7 +55,11 @@ def main(argv=None):
     s.add_argument("--master", default=None, help="Spark master (default local[*])")
     s.add_argument("--windows", default="1m,1h", help="tumbling window widths")
     s.add_argument("--every-s", type=float, default=10, help="micro-batch interval")
+    s.add_argument("--watermark", default="1h",
+                   help="how late a reading may arrive and still be deduplicated")
     s.add_argument("--once", action="store_true", help="process what is there, then stop")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="Spark's own log on stderr (else in OUT/%s)" % SPARK_LOG)
     s.add_argument("--topic", default="#", help="with --mqtt: the topic filter")
     s.add_argument("--client-id", default="pipeline-stream",
                    help="with --mqtt: session id prefix (one session per window width)")
@@ -81,14 +89,43 @@ def _widths(text):
     return tuple(w.strip() for w in text.split(",") if w.strip())
 
 
+def _session(args, app):
+    """The SparkSession for a command; its own output goes to OUT/spark.log
+    unless -v."""
+    from pipeline import spark
+    os.makedirs(args.out, exist_ok=True)
+    size = sum(os.path.getsize(os.path.join(d, f))
+               for d, _, files in os.walk(args.traces) for f in files) \
+        if args.traces else None
+    if args.verbose:
+        return spark.session(args.master, app=app, level="WARN", input_bytes=size)
+    return spark.session(args.master, app=app, log=os.path.join(args.out, SPARK_LOG),
+                         input_bytes=size)
+
+
 def _audit(args):
-    from pipeline import job, spark
-    s = spark.session(args.master)
+    from tqdm import tqdm
+
+    from pipeline import job
     try:
-        summary = job.run(s, args.traces, args.out, _widths(args.windows),
-                          args.expiry_slack_ms, plots=not args.no_plots)
-    finally:
-        s.stop()
+        job.check_input(args.traces)
+    except job.NoInput as e:
+        return _fail("audit", e)
+    stages = ["spark"] + ["audit", "windows"] + ([] if args.no_plots else ["report"])
+    with tqdm(total=len(stages), desc="spark", unit="stage", file=sys.stderr,
+              bar_format="{desc:<8} {n_fmt}/{total_fmt} stages {elapsed}") as bar:
+        s = _session(args, "frugalmqtt-audit")
+
+        def stage(name):
+            bar.update()
+            bar.set_description(name)
+        try:
+            summary = job.run(s, args.traces, args.out, _widths(args.windows),
+                              args.expiry_slack_ms, plots=not args.no_plots, progress=stage)
+            bar.update()
+            bar.set_description("done")
+        finally:
+            s.stop()
     print_summary(summary)
     return 0 if summary["ok"] else EXIT_VIOLATIONS
 
@@ -96,9 +133,10 @@ def _audit(args):
 def print_summary(summary):
     cols = ("published", "delivered", "lost", "duplicates", "order_violations",
             "late_expiry", "dup_flagged", "lat_p50_ms", "lat_p99_ms", "lat_max_ms")
-    print("run          qos " + " ".join("%10s" % c[:10] for c in cols))
+    width = max([len("run")] + [len(r["run_id"]) for r in summary["by_qos"]])
+    print("%-*s qos " % (width, "run") + " ".join("%10s" % c[:10] for c in cols))
     for r in summary["by_qos"]:
-        print("%-12s %3s " % (r["run_id"][:12], r["qos"])
+        print("%-*s %3s " % (width, r["run_id"], r["qos"])
               + " ".join("%10s" % _fmt(r[c]) for c in cols))
     for v in summary["violations"]:
         print("VIOLATION run %(run_id)s subscriber %(subscriber)s QoS %(qos)s: %(count)s %(kind)s"
@@ -126,9 +164,14 @@ def _collect(args):
 
 
 def _stream(args):
-    from pipeline import spark, stream
+    from pipeline import job, stream
     mqtt = None
-    if args.mqtt:
+    if args.traces:
+        try:
+            job.check_input(args.traces, ("received",))
+        except job.NoInput as e:
+            return _fail("stream", e)
+    else:
         b = broker.from_args(args, *args.mqtt)
         try:  # fail in one line before Spark starts (a session of its own: ours untouched)
             check = b.client(args.client_id + "-check")
@@ -137,10 +180,10 @@ def _stream(args):
         except broker.BrokerError as e:
             return _fail("stream", e)
         mqtt = (b, args.topic, args.client_id)
-    s = spark.session(args.master)
+    s = _session(args, "frugalmqtt-stream")
     try:
         stream.run(s, args.traces, args.out, _widths(args.windows), args.every_s, args.once,
-                   mqtt)
+                   mqtt, args.watermark)
     finally:
         s.stop()
     return 0

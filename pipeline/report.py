@@ -1,16 +1,23 @@
-"""The HTML report (tables + PNG plots, matplotlib's Agg backend)."""
+"""The HTML report (tables + PNG plots, matplotlib's Agg backend).
+
+Summaries come first (violations, per run, per QoS, per fault profile, the
+plots); the long tables (gaps, per device) come last, worst rows first and
+cut to MAX_TABLE_ROWS (all rows are in summary.json), so a fleet of a
+thousand devices still reads from the top."""
 import html
 import os
 
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend choice)
+import numpy as np  # noqa: E402
 
 MAX_TABLE_ROWS = 200
+PROBLEMS = ["lost", "duplicates", "order_violations", "late_expiry"]
 
 
-def write(out, summary, tables, gaps, latencies, series, window_heads):
-    plots = [("latency.png", "Latency of first deliveries per QoS", _latency(latencies)),
+def write(out, summary, tables, gaps, latency, series):
+    plots = [("latency.png", "Latency of first deliveries per QoS", _latency(latency)),
              ("profiles.png", "Delivered, lost and duplicated per fault profile",
               _profiles(tables["profile"])),
              ("series.png", _series_title(series), _series(series))]
@@ -26,18 +33,24 @@ def write(out, summary, tables, gaps, latencies, series, window_heads):
     else:
         parts.append("<h2 class=ok>No violations</h2><p>No QoS 1 loss, no QoS 2 loss or "
                      "duplicate. QoS 0 loss is reported below, not flagged.</p>")
+    for key, title in (("run", "Per run"), ("qos", "Per delivery QoS"),
+                       ("profile", "Per fault profile and QoS")):
+        parts.append(_table(title, tables[key]))
+    parts.append("<h2>Telemetry</h2><ul>%s<li>%d gaps in sensor sequences</li></ul>" % (
+        "".join("<li>windows of %s: %d rows in %s</li>" % (
+            html.escape(w), v["rows"], html.escape(v["path"]))
+            for w, v in summary["windows"].items()), len(gaps)))
     for name, title, fig in plots:
         if fig is not None:
             fig.savefig(os.path.join(out, name), dpi=90, bbox_inches="tight")
             plt.close(fig)
             parts.append("<h2>%s</h2><img src=%s>" % (html.escape(title), name))
-    for key, title in (("run", "Per run"), ("qos", "Per delivery QoS"),
-                       ("profile", "Per fault profile and QoS"), ("device", "Per device")):
-        parts.append(_table(title, tables[key]))
-    parts.append(_table("Gaps in device sequences", gaps))
-    for w, head in window_heads.items():
-        parts.append(_table("Telemetry windows of %s (first rows; all in windows_%s/)" % (w, w),
-                            head))
+    parts.append(_table("Gaps in sensor sequences, longest first",
+                        gaps.sort_values("missing", ascending=False, kind="stable")))
+    dev = tables["device"]
+    worst = dev.assign(_p=dev[PROBLEMS].sum(axis=1)).sort_values(
+        "_p", ascending=False, kind="stable").drop(columns="_p")
+    parts.append(_table("Per device (%d), most problems first" % len(dev), worst))
     with open(os.path.join(out, "report.html"), "w") as fh:
         fh.write("\n".join(parts))
 
@@ -52,17 +65,17 @@ def _table(title, df):
                                 df.to_html(index=False, na_rep="", border=0))
 
 
-def _latency(lat):
-    if lat is None or not len(lat):
+def _latency(hist):
+    """Step histogram per QoS from the (qos, latency_ms, rows) bins."""
+    if hist is None or not len(hist):
         return None
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    lo = max(lat["latency_ms"].min(), 1)
-    hi = max(lat["latency_ms"].max(), lo + 1)
-    import numpy as np
+    lo = max(hist["latency_ms"].min(), 1)
+    hi = max(hist["latency_ms"].max(), lo + 1)
     bins = np.geomspace(lo, hi, 60)
-    for qos, g in lat.groupby("qos"):
-        ax.hist(g["latency_ms"].clip(lower=lo), bins=bins, histtype="step",
-                label="QoS %d (%d)" % (qos, len(g)))
+    for qos, g in hist.groupby("qos"):
+        ax.hist(g["latency_ms"].clip(lower=lo), bins=bins, weights=g["rows"], histtype="step",
+                label="QoS %d (%d)" % (qos, g["rows"].sum()))
     ax.set_xscale("log")
     ax.set_xlabel("publish to first delivery (ms)")
     ax.set_ylabel("messages")
@@ -73,7 +86,6 @@ def _latency(lat):
 def _profiles(prof):
     if not len(prof):
         return None
-    import numpy as np
     g = prof.groupby("fault_profile")[["delivered", "lost", "duplicates"]].sum()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     x = np.arange(len(g))
@@ -91,17 +103,31 @@ def _profiles(prof):
 def _series_title(s):
     if not s:
         return "Sensor time series (no telemetry)"
-    return "Sensor %s of %s (run %s), with %s means" % (s["sensor"], s["device"], s["run_id"],
-                                                        s["width"])
+    return "Sensor %s of %s (run %s, %d readings), with %s windows" % (
+        s["sensor"], s["device"], s["run_id"], s["messages"], s["width"])
 
 
 def _series(s):
+    """The busiest sensor over its whole history: raw readings when there
+    are few, each window's min-max band and mean, the x axis cut to the
+    span of the data (a window reaching past the data is drawn only over
+    the data)."""
     if not s:
         return None
+    w, raw = s["windows"], s["raw"]
+    lo, hi = w["start"].min(), w["end"].max()
+    if raw is not None and len(raw):
+        lo, hi = raw["ts"].min(), raw["ts"].max()
+    start, end = w["start"].clip(lower=lo), w["end"].clip(upper=hi)
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.plot(s["raw"]["ts"], s["raw"]["value"], ".", ms=2, label="values")
-    w = s["windows"]
-    ax.hlines(w["mean"], w["start"], w["end"], colors="C1", label="window mean")
+    ax.fill_between(np.ravel(np.column_stack([start, end])), np.repeat(w["min"], 2),
+                    np.repeat(w["max"], 2), color="C1", alpha=0.2,
+                    label="window min-max")
+    ax.hlines(w["mean"], start, end, colors="C1", label="window mean")
+    if raw is not None and len(raw):
+        ax.plot(raw["ts"], raw["value"], ".", ms=3, label="readings")
+    if hi > lo:
+        ax.set_xlim(lo, hi)
     ax.legend()
     fig.autofmt_xdate()
     return fig

@@ -4,24 +4,30 @@ current (the same definitions as the batch analytics).
 
 Each width gets a query whose complete result replaces OUT/windows_<w>/ after
 every micro-batch; its state lives in OUT/_checkpoints/ so a restart goes on
-where it stopped. Duplicates are dropped by (run, device, seq) across all
-batches, so the dedup state grows with the number of messages seen."""
+where it stopped. A message counts once: duplicates are dropped by its
+identity (audit.MESSAGE: run, device, topic, seq) within the watermark, so
+the deduplication state holds only the last `watermark` of event time (by
+the device's timestamp). A reading that arrives later than that is dropped,
+not counted twice."""
 import os
 
 from host_sim import schema
 
 from . import analytics, mqtt_source, traces
+from .audit import MESSAGE
 
 
 def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, once=False,
-        mqtt=None):
+        mqtt=None, watermark="1h"):
     """Run the window queries until stopped (once: until what is there is
     done); returns them. Reads the files under traces_dir, or, with
     mqtt=(Broker, topic, client_id), the broker through the `mqtt` source:
     one persistent session per width, client id `<client_id>-<width>`."""
     queries = []
     for w in widths:
-        tel = analytics.telemetry(_received(spark, traces_dir, mqtt, w))
+        tel = (analytics.readings(_received(spark, traces_dir, mqtt, w))
+               .withWatermark("ts", analytics.interval(watermark))
+               .dropDuplicatesWithinWatermark(MESSAGE))
         target = os.path.join(out, "windows_%s" % w)
 
         def replace(df, _batch, target=target):
