@@ -114,9 +114,11 @@ def test_MQTT_3_3_2_19_content_type_is_a_utf8_string():
     r = Rig(5)
     r.up()
     # Sent: checked once, where the properties are built; a string is a str
-    for bad in ("a\ud800", "a\x00"):
+    # or UTF-8 bytes, never an int
+    for bad in ("a\ud800", "a\x00", b"\xc3\x28"):
         raises(ValueError, PB, [(PR.CONTENT_TYPE, bad)])
-    raises(TypeError, PB, [(PR.CONTENT_TYPE, b"\xc3\x28")])
+    raises(TypeError, PB, [(PR.CONTENT_TYPE, 5)])
+    assert PB([(PR.CONTENT_TYPE, b"text/plain")]) == PB([(PR.CONTENT_TYPE, "text/plain")])
     assert r.take() == [] and r.s.pending() == 0
     r.s.publish(b"t", b"x", 0, False, PB([(PR.CONTENT_TYPE, "text/plain")]))
     assert r.take() == [pub(5, b"t", b"x", props=[(PR.CONTENT_TYPE, "text/plain")])]
