@@ -3,7 +3,7 @@
 # outbox (outbox.Outbox: messages survive a reboot and wait in a file beyond
 # the slots). A class of its own, not an option of lite or of the full
 # client: a publish-only device holds neither the receiving code (recv,
-# mprops) nor the aliases it does not use.
+# props) nor the aliases it does not use.
 from .alias import Aliases
 from .lite import Publisher
 
