@@ -36,3 +36,28 @@ class Stream:
         pending = getattr(self.sock, "pending", None)  # TLS holds decrypted bytes
         if pending and pending() or self.poller.poll(ms):
             yield self.sock
+
+
+class File:
+    """A CPython binary file with the MicroPython stream calls the outbox
+    uses (write and readinto with an offset and a length); flush() also
+    syncs to the disk, as MicroPython's does on the unix port and a commit
+    does on littlefs and FAT."""
+
+    def __init__(self, f):
+        self.f = f
+        self.seek = f.seek
+        self.tell = f.tell
+        self.fileno = f.fileno
+        self.close = f.close
+
+    def write(self, buf, off=0, n=-1):
+        return self.f.write(memoryview(buf)[off:off + n if n >= 0 else len(buf)])
+
+    def readinto(self, buf, n=-1):
+        return self.f.readinto(memoryview(buf)[:n if n >= 0 else len(buf)])
+
+    def flush(self):
+        from os import fsync
+        self.f.flush()
+        fsync(self.f.fileno())

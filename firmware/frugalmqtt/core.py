@@ -41,9 +41,17 @@ _COMP = const(3)  # PUBREL sent, waiting for PUBCOMP
 _HOLD = const(4)  # not sent on this connection yet (over the server's quota)
 SESSION_LOST = const(-3)  # on_done reason: server lost a QoS 2 flow past PUBREC
 FULL = const(-1)  # publish(): every slot of the table is taken
+_ARGS = (bytes, bytearray, str, memoryview)  # the types a topic and a payload may have
 # The size of each CONNACK property's value, by id from 0x11 to 0x2A: a 1, 2
 # or 4 byte integer, 5 a string or binary data, 6 a string pair, 0 none.
 _KINDS = b"45205500050500502201164111"
+
+
+def _why(f, *a):
+    """The exception why.f(*a) makes: the words of an error that names the
+    argument, its size and the limit, imported only when one happens."""
+    from . import why
+    return getattr(why, f)(*a)
 
 
 class MQTTError(Exception):
@@ -121,6 +129,15 @@ class Core:
     props (and a will's): MQTT 5 properties as built by props.build(), added
     to the CONNECT's."""
 
+    # What only a mixin or the application sets, read here: class-level
+    # defaults, so a publisher's instance holds none of them
+    on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
+    ob = None  # an outbox.Outbox persisting the table
+    aliases = 0  # outbound topic aliases we keep (alias.Aliases)
+    amax = 0  # ... of which this connection may use
+    sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
+    prepare = None  # prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
+
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
                  rx_size=64, clock=ticks_ms, tx_size=0, props=b""):
@@ -132,7 +149,6 @@ class Core:
             # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
             raise ValueError("3.1.1: a persistent session needs a client id, a password a user")
         self.v = version
-        self.keepalive = keepalive
         self.clean = clean
         self.clock = clock
         # The CONNECT body (variable header and payload), built once; start()
@@ -181,12 +197,10 @@ class Core:
         self.n = 0  # flows in the table
         self.slots = slots
         self.last_pid = 0
-        self.sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
         self.rx = bytearray(rx_size)
         self.first = 0  # the first byte of the packet in rx
         self.sock = None  # the stream of the open connection
         self.up = False  # ... and the server accepted our CONNECT
-        self.on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
         self.quota = slots  # until a CONNACK says otherwise
         self.server_max = 268435460
         self.max_qos = 2
@@ -195,9 +209,6 @@ class Core:
         self.tn = 0  # its UTF-8 length
         self.ka_ms = 0
         self.sp = 0  # the last CONNACK's session present
-        self.aliases = 0  # outbound topic aliases we keep (alias.Aliases)
-        self.amax = 0  # ... of which this connection may use
-        self.ob = None  # an outbox.Outbox persisting the table
 
     # ---- connection ---------------------------------------------------------
 
@@ -260,23 +271,9 @@ class Core:
             raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
         if retain and not self.retain_ok:
             raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
-        if topic is not self.topic or type(topic) is bytearray:
-            n = 0
-            for c in topic:
-                if type(c) is str:
-                    c = ord(c)
-                    n += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
-                else:
-                    n += 1
-                # [MQTT-3.3.2-2] [MQTT-1.5.4-2]; a str's surrogate is no UTF-8 [MQTT-1.5.4-1]
-                if c == 0x23 or c == 0x2B or not c or 0xD7FF < c < 0xE000:
-                    n = 0
-                    break
-            # not empty [MQTT-4.7.3-1], UTF-8 [MQTT-1.5.4-1] (checked without allocating)
-            if not n or type(topic) is not str and not utf8(topic, 0, len(topic)):
-                raise ValueError("topic: empty, a wildcard or not UTF-8")
-            self.tn = n
-            self.topic = topic
+        # An alias only for a QoS 1/2 message that goes now: a held one must
+        # not lean on an alias sent after it; none with an outbox, whose
+        # records must replay after a reboot, without the aliases.
         a = 0
         ob = self.ob
         if qos:
@@ -290,15 +287,29 @@ class Core:
                 while self.state[i]:
                     i += 1
                 b = self.img[i]
-            # an alias only for a message that goes now: a held one must not
-            # lean on an alias sent after it; none with an outbox, whose
-            # records must replay after a reboot, without the aliases
-            if self.amax and self.up and self.n < self.quota and not ob:
-                a = self.alias(topic)
         else:
             b = self.img[-1]
-            if self.amax:
-                a = self.alias(topic)
+        if topic is not self.topic or type(topic) is bytearray:
+            # a new topic: checked where it is written, without allocating
+            if type(topic) not in _ARGS:
+                raise _why("bad_args", topic, payload, props)
+            try:
+                o = self._text(b, _HEAD + 2, topic)
+            except IndexError:
+                o = 0
+            k = _HEAD + 2
+            while k < o and b[k] != 0x23 and b[k] != 0x2B:
+                k += 1
+            # not empty [MQTT-4.7.3-1], no wildcard [MQTT-3.3.2-2], UTF-8
+            # without U+0000 or a surrogate [MQTT-1.5.4-1] [MQTT-1.5.4-2]
+            if k < o or o <= _HEAD + 2 or not utf8(b, _HEAD + 2, o):
+                raise ValueError("topic: empty, too long, a wildcard or not UTF-8")
+            self.tn = o - _HEAD - 2
+            self.topic = topic
+        if type(payload) not in _ARGS or props and type(props) is not bytes:
+            raise _why("bad_args", topic, payload, props)
+        if self.amax and (not qos or self.up and self.n < self.quota and not ob):
+            a = self.alias(topic)
         # The body goes after _HEAD spare bytes; _seal puts the fixed header
         # right before it once the length is known. An alias the server
         # knows (a > 0) replaces the topic; a new one (a < 0) goes with it.
@@ -349,7 +360,7 @@ class Core:
                 if a < 0:  # plain, without the new alias's 3 bytes, it may fit
                     a = 0
                     continue
-                raise ValueError("packet larger than max_packet")
+                raise _why("too_big", self, b, payload, props, qos)
             n = o - _HEAD
             if n < 128:  # the fixed header inline: the common case kept fast
                 s = _HEAD - 2
@@ -368,7 +379,7 @@ class Core:
             if k < 128 <= k + 3:
                 n -= 1  # its property length takes a byte less
             if _HEAD + n > len(b):
-                raise ValueError("packet larger than max_packet")
+                raise _why("too_big", self, b, payload, props, qos)
             if n + (2 if n < 128 else 3 if n < 16384 else 4) > self.server_max:
                 raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
             if o - s <= self.server_max:
@@ -509,7 +520,7 @@ class Core:
         now = self.clock()
         # PINGRESP due within half the keep-alive (1 s at least)
         due = ka // 2 if ka > 2000 else 1000
-        if self.ping_out:
+        if self.ping_t is not None:
             w = due - ticks_diff(now, self.ping_t)
             if w <= 0:
                 Core.close(self)
@@ -524,7 +535,6 @@ class Core:
             w = k
         if w <= 0:
             self._ack(0xC0, 0)  # PINGREQ
-            self.ping_out = True
             self.ping_t = now
             w = due
         return w
@@ -546,8 +556,10 @@ class Core:
             self.server_max = 268435460
             self.max_qos = 2
             self.retain_ok = True
-            self.ka_ms = self.keepalive * 1000
-            self.amax = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
+            h = self.hello
+            self.ka_ms = (h[8] << 8 | h[9]) * 1000  # our Keep Alive
+            if self.aliases:
+                self.amax = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
             if self.v == 5:
                 self._props(2, rl)
             if r[1]:
@@ -557,7 +569,7 @@ class Core:
                 raise self._fail(0x82)  # session present after clean start [MQTT-3.2.2-4]
             self.up = True
             self.sp = sp
-            self.ping_out = False
+            self.ping_t = None
             self.last_rx = self.last_tx
             # Resend the table in order [MQTT-4.4.0-1], a PUBLISH sent before
             # with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
@@ -585,7 +597,7 @@ class Core:
                     if not sp:
                         self.img[i][self.start[i]] &= 0xF7  # a new message again
                     self.state[i] = _HOLD
-                    if self.prepare(i):
+                    if self.prepare and self.prepare(i):
                         continue  # dropped
                     if u < self.quota:
                         self._go(i)
@@ -606,7 +618,7 @@ class Core:
         if t == 13:  # PINGRESP
             if rl:
                 raise self._fail(0x81)  # a PINGRESP has no body (3.13)
-            self.ping_out = False
+            self.ping_t = None
             return
         if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
             Core.close(self)
@@ -645,7 +657,7 @@ class Core:
             while k < self.n:  # a slot of the quota came free: the oldest held PUBLISH goes
                 i = self.order[k]
                 if self.state[i] == _HOLD:
-                    if not self.prepare(i):
+                    if not (self.prepare and self.prepare(i)):
                         return self._go(i)
                     continue  # dropped
                 k += 1
@@ -756,7 +768,7 @@ class Core:
                 self.retain_ok = bool(v)  # [MQTT-3.2.2-14]
             elif p == 0x13:
                 self.ka_ms = v * 1000  # Server Keep Alive replaces ours [MQTT-3.2.2-21]
-            elif p == 0x22:
+            elif p == 0x22 and self.aliases:
                 self.amax = v if v < self.aliases else self.aliases  # [MQTT-3.2.2-17]
 
     def _free(self, i, reason):
@@ -774,12 +786,6 @@ class Core:
             self.ob.done(i)
         if self.on_done:
             self.on_done(p, reason)
-
-    def prepare(self, i):
-        """Slot i's PUBLISH waited (for the quota, or for a new connection)
-        and goes next: True drops it (its flow ended). The alias and expiry
-        mixins replace this."""
-        return False
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as

@@ -116,37 +116,39 @@ class Publisher(Core):
             timeout_ms = 0
 
     def _wait(self, ms):
+        """True when the server sent something within ms (-1: no limit)."""
         for _ in self.poller.ipoll(ms):
             return True
         return False
 
-    def _fill(self, k, n):
-        """Read rx[k:n] (blocking, up to the socket's timeout)."""
-        while k < n:
-            # a memoryview only for a packet split across reads
-            got = self.sock.readinto(memoryview(self.rx)[k:n] if k else self.rx, n - k)
-            if not got:
-                self.close()
-                raise OSError(errno.ECONNRESET)  # the server closed the connection
-            k += got
-
     def _read(self):
-        """Frame one packet: first byte in self.first, body in rx; returns its length."""
+        """Frame one packet: first byte in self.first, body in rx; returns its
+        length. Reads block up to the socket's timeout."""
         r = self.rx
-        self._fill(0, 2)
-        self.first = r[0]
-        rl = 0
-        s = 0
-        while r[1] & 0x80:
+        k = rl = s = 0
+        n = 2  # the first byte and the remaining length's first byte
+        while True:
+            while k < n:
+                # a memoryview only for a packet split across reads
+                got = self.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
+                if not got:
+                    self.close()
+                    raise OSError(errno.ECONNRESET)  # the server closed the connection
+                k += got
+            if s < 0:
+                return rl
             rl |= (r[1] & 0x7F) << s
-            s += 7
-            if s == 28:
-                raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
-            self._fill(1, 2)
-        rl |= r[1] << s
-        if rl + 2 + s // 7 > len(r):
-            # over our Maximum Packet Size (all of it counts, the fixed header
-            # too): refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
-            raise self._fail(0x95)
-        self._fill(0, rl)
-        return rl
+            if r[1] & 0x80:  # one more byte of the remaining length, into r[1]
+                s += 7
+                if s == 28:
+                    raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
+                k = 1
+                continue
+            if rl + 2 + s // 7 > len(r):
+                # over our Maximum Packet Size (all of it counts, the fixed header
+                # too): refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
+                raise self._fail(0x95)
+            self.first = r[0]
+            s = -1
+            k = 0
+            n = rl

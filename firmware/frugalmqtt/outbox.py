@@ -37,7 +37,6 @@ try:
 except ImportError:
     const = int  # CPython
 
-_MP = sys.implementation.name == "micropython"
 STORED = const(-5)  # publish(): no slot, the message waits in the file (the backlog)
 OUTBOX_FULL = FULL  # publish(): not stored, the file has no room (core.FULL)
 
@@ -60,29 +59,6 @@ _MASK = const(0x3FFFFFFF)  # seq stays a small int on 32-bit ports
 _BLOCK = const(2000)  # bytes summed before the Adler sums are reduced
 
 
-if _MP:
-    def _write(f, buf, off, n):
-        f.write(buf, off, n)
-
-    def _read(f, buf, n):
-        return f.readinto(buf, n)
-
-    def _sync(f):
-        f.flush()  # fsync on the unix port; a commit on littlefs and FAT
-else:
-    from os import fsync
-
-    def _write(f, buf, off, n):
-        f.write(memoryview(buf)[off:off + n])
-
-    def _read(f, buf, n):
-        return f.readinto(memoryview(buf)[:n])
-
-    def _sync(f):
-        f.flush()
-        fsync(f.fileno())
-
-
 class Outbox:
     """A ring file of `size` bytes at `path`, created or reopened. Give it to
     a client: MQTTClient(..., outbox=Outbox("/outbox.bin", 16384)). The file
@@ -103,6 +79,9 @@ class Outbox:
             f = open(path, "r+b")
         except OSError:
             f = open(path, "w+b")
+        if sys.implementation.name != "micropython":
+            from ._cpython import File
+            f = File(f)  # the stream calls MicroPython files have
         self.f = f
         self.gen = 0
         self.sb_off = self.sb_seq = 0
@@ -117,9 +96,9 @@ class Outbox:
             f.seek(end)
             while end < size:
                 n = min(256, size - end)
-                _write(f, z, 0, n)
+                f.write(z, 0, n)
                 end += n
-            _sync(f)
+            f.flush()
         if g < 0 and g1 < 0:
             self._write_sb(0, 0)  # a new outbox
         elif g < 0 or (g1 >= 0 and ((g1 - g) & _MASK) < 0x20000000):
@@ -145,26 +124,27 @@ class Outbox:
         self.ca = a
         self.cb = b
 
-    def _check(self, buf, o):
-        """Compare the sums with the 4 bytes at buf[o]; True if equal."""
+    def _sums(self, buf, o, put):
+        """put: store the sums in the 4 bytes at buf[o]; else compare them:
+        True if equal."""
+        # two halves: cb << 16 would not be a small int on a 32-bit port
+        if put:
+            buf[o] = self.cb >> 8
+            buf[o + 1] = self.cb & 0xFF
+            buf[o + 2] = self.ca >> 8
+            buf[o + 3] = self.ca & 0xFF
         return (buf[o] << 8 | buf[o + 1]) == self.cb and (buf[o + 2] << 8 | buf[o + 3]) == self.ca
-
-    def _put_sum(self, buf, o):
-        buf[o] = self.cb >> 8
-        buf[o + 1] = self.cb & 0xFF
-        buf[o + 2] = self.ca >> 8
-        buf[o + 3] = self.ca & 0xFF
 
     def _read_sb(self, at):
         """Read the superblock at `at`; its generation, or -1 if not valid."""
         b = self.sbuf
         self.f.seek(at)
-        if _read(self.f, b, _SB) != _SB:
+        if self.f.readinto(b, _SB) != _SB:
             return -1
         self.ca = 1
         self.cb = 0
         self._sum(b, 0, 12)
-        if not self._check(b, 12):
+        if not self._sums(b, 12, False):
             return -1
         self.gen = _u32(b, 0)
         self.sb_off = _u32(b, 4)
@@ -184,10 +164,10 @@ class Outbox:
         self.ca = 1
         self.cb = 0
         self._sum(b, 0, 12)
-        self._put_sum(b, 12)
+        self._sums(b, 12, True)
         self.f.seek(_SB * (self.gen & 1))
-        _write(self.f, b, 0, _SB)
-        _sync(self.f)
+        self.f.write(b, 0, _SB)
+        self.f.flush()
         self.sb_off = off
         self.sb_seq = seq
 
@@ -199,7 +179,7 @@ class Outbox:
         """Read the header at pos into self.hdr; its kind, or 0 if no magic."""
         h = self.hdr
         self.f.seek(_DATA + pos)
-        if _read(self.f, h, _HDR) != _HDR or h[0] & 0xF0 != 0xB0:
+        if self.f.readinto(h, _HDR) != _HDR or h[0] & 0xF0 != 0xB0:
             return 0
         return h[0] & 0x0F
 
@@ -223,13 +203,13 @@ class Outbox:
                 return 0
         elif n != (0 if k == _SKIP else _CTL):
             return 0
-        if n and _read(self.f, self.buf, n) != n:
+        if n and self.f.readinto(self.buf, n) != n:
             return 0
         self.ca = 1
         self.cb = 0
         self._sum(h, 0, 8)
         self._sum(self.buf, 0, n)
-        return k if self._check(h, 8) else 0
+        return k if self._sums(h, 8, False) else 0
 
     def _append(self, kind, flag, buf, off, n, keep):
         """Append one record, leaving `keep` bytes free for the control
@@ -268,13 +248,13 @@ class Outbox:
         self.cb = 0
         self._sum(h, 0, 8)
         self._sum(buf, off, n)
-        self._put_sum(h, 8)
+        self._sums(h, 8, True)
         f = self.f
         f.seek(_DATA + pos)
-        _write(f, h, 0, _HDR)
+        f.write(h, 0, _HDR)
         if n:
-            _write(f, buf, off, n)
-        _sync(f)
+            f.write(buf, off, n)
+        f.flush()
         self.seq = (self.seq + 1) & _MASK
 
     def _control(self, kind, ref, pid):
@@ -401,7 +381,7 @@ class Outbox:
                         self.bl_off = pos
             elif k == _LOAD and ref == self.bl_seq:  # else its PUB is behind the tail: done
                 self._kind(self.bl_off)
-                _read(self.f, b, 1)
+                self.f.readinto(b, 1)
                 live.append([ref, self.bl_off, pid, 0, (b[0] >> 1) & 3 == 1])
                 self.owed -= _C
                 self._next_backlog()
@@ -433,7 +413,7 @@ class Outbox:
             b = self.buf
             self._kind(e[1])
             n = self.hdr[2] << 8 | self.hdr[3]
-            _read(self.f, b, n)
+            self.f.readinto(b, n)
             if e[2]:
                 _set_pid(b, e[2])  # a backlog message: the id its LOAD gave it
             b[0] |= 8  # it may have gone before the reboot [MQTT-3.3.1-1]
@@ -479,7 +459,7 @@ class Outbox:
         while self.backlog and c.n < c.slots:
             self._kind(self.bl_off)
             n = self.hdr[2] << 8 | self.hdr[3]
-            _read(self.f, self.buf, n)
+            self.f.readinto(self.buf, n)
             _set_pid(self.buf, 0)  # the core gives it an id
             i = c.restore(self.buf, n, False)
             self._control(_LOAD, self.bl_seq, c.pid[i])  # room kept for it (owed)
@@ -571,16 +551,11 @@ def _put32(b, o, v):
     b[o + 3] = v & 0xFF
 
 
-def _pid_off(b, o):
-    """Offset of the packet id in the PUBLISH at b[o]."""
-    p = o + 1
+def _set_pid(b, pid):
+    """Put pid in the PUBLISH at b[0]."""
+    p = 1
     while b[p] & 0x80:  # remaining length
         p += 1
-    p += 1
-    return p + 2 + (b[p] << 8 | b[p + 1])  # after the topic
-
-
-def _set_pid(b, pid, o=0):
-    p = _pid_off(b, o)
+    p += 3 + (b[p + 1] << 8 | b[p + 2])  # after the topic
     b[p] = pid >> 8
     b[p + 1] = pid & 0xFF

@@ -244,7 +244,7 @@ class Rig:
         """A new network connection: CONNECT, then the broker's CONNACK.
         Returns what the session sent after the CONNACK. A keep-alive other
         than the session's is only possible before its first connection."""
-        if keepalive is not None and keepalive != self.s.keepalive:
+        if keepalive is not None and keepalive != (self.s.hello[8] << 8 | self.s.hello[9]):
             assert not self.connects, "keepalive is fixed once connected"
             m = self.s.manual_ack
             self.make(keepalive)

@@ -379,7 +379,7 @@ def test_keep_alive_ping_and_timeout():
     assert peer.sent() == [b"\xc0\x00"]
     peer.give(b"\xd0\x00")
     p.poll(0)
-    assert not p.ping_out
+    assert p.ping_t is None
     p.last_tx = ticks_ms() - 1500
     p.poll(0)
     p.ping_t = ticks_ms() - 1500  # PINGRESP never came: a half-open link

@@ -656,7 +656,7 @@ def test_publish_qos0_repeated_topic_limits():
         r.s.publish(t, bytes(40 - head), 0)
         assert r.take() == [pub(v, t, b""), pub(v, t, bytes(40 - head))]
         e = raises(ValueError, r.s.publish, t, bytes(41 - head), 0)
-        assert "larger" in str(e)
+        assert "a PUBLISH of 41 bytes, over the 40 its buffer holds" in str(e)
         assert r.take() == []
     r = Rig(5)
     r.up(props=[(PR.MAXIMUM_PACKET_SIZE, 30)])
