@@ -129,7 +129,7 @@ clean:
 # profile (tools/profiles.py); `package-json` rewrites the mip package files.
 .PHONY: mpy size package-json
 mpy:
-	$(PY) tools/mpy.py build
+	$(PY) tools/mpy.py build $(if $(DEBUG),--debug)
 
 size:
 	$(PY) tools/mpy.py size

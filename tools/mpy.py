@@ -26,6 +26,10 @@ REPO = profiles.REPO
 # mpy-cross -march names: ESP32 (Xtensa LX6/LX7 "windowed") and RP2040 (Cortex-M0+).
 ARCHS = {"xtensawin": "ESP32", "armv6m": "RP2040 (Pico W)"}
 DEFAULT_OUT = REPO / "build" / "mpy"
+# The release build: -O3 drops the line-number tables (and __debug__ code),
+# about 1.5 KB of a device's heap for the full client; tracebacks then show
+# no line numbers. `--debug` (make mpy DEBUG=1) builds without it.
+RELEASE = ("-O3",)
 
 
 class BuildError(Exception):
@@ -50,10 +54,10 @@ def sources():
     return out
 
 
-def compile_one(src, dst, arch=None):
+def compile_one(src, dst, arch=None, opts=RELEASE):
     """Compile src to dst; the name embedded for tracebacks is dst's .py name."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [mpy_cross()]
+    cmd = [mpy_cross(), *opts]
     if arch:
         cmd.append("-march=" + arch)
     cmd += ["-s", dst.name[:-4] + ".py", "-o", str(dst), str(src)]
@@ -65,13 +69,13 @@ def compile_one(src, dst, arch=None):
     return dst.stat().st_size
 
 
-def build(out=DEFAULT_OUT, log=print):
+def build(out=DEFAULT_OUT, log=print, debug=False):
     out = Path(out)
     items = sources()
     for arch in ARCHS:
         for src, rel in items:
             if src.is_file():
-                compile_one(src, out / arch / rel, arch)
+                compile_one(src, out / arch / rel, arch, () if debug else RELEASE)
     first, *rest = ARCHS
     same = all((out / first / rel).read_bytes() == (out / a / rel).read_bytes()
                for a in rest for src, rel in items if src.is_file())
@@ -128,9 +132,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("build", "size"))
     ap.add_argument("--out", default=str(DEFAULT_OUT))
+    ap.add_argument("--debug", action="store_true",
+                    help="keep line numbers for tracebacks (no -O3; more heap)")
     args = ap.parse_args()
     try:
-        build(args.out, log=lambda m: print(m, file=sys.stderr))
+        build(args.out, log=lambda m: print(m, file=sys.stderr), debug=args.debug)
     except BuildError as e:
         print("make mpy: %s" % e, file=sys.stderr)
         return 1

@@ -6,7 +6,7 @@
 # rinit(); dispatching a message allocates nothing.
 import errno
 from .core import FULL, utf8
-from .props import Props
+from .propview import Props
 
 try:
     from micropython import const
