@@ -99,7 +99,16 @@ class Aliases:
                 b[k + 3] = left >> 8 & 0xFF
                 b[k + 4] = left & 0xFF
                 break
-            k = _next(b, k)
+            # the next property (those a client sends)
+            x = b[k]
+            if x == 0x01:
+                k += 2
+            elif x == 0x23:
+                k += 3
+            else:  # a string or binary data, a user property's name and value
+                k += 3 + (b[k + 1] << 8 | b[k + 2])
+                if x == 0x26:
+                    k += 2 + (b[k] << 8 | b[k + 1])
         if not a:
             return False
         # Rewrite the image without the alias, with its topic.
@@ -128,17 +137,3 @@ class Aliases:
         self.size[i] = o - s
         return False
 
-
-def _next(b, k):
-    """The offset after the PUBLISH property at b[k] (those a client sends)."""
-    p = b[k]
-    if p == 0x01:
-        return k + 2
-    if p == 0x02:
-        return k + 5
-    if p == 0x23:
-        return k + 3
-    k += 3 + (b[k + 1] << 8 | b[k + 2])  # a string or binary data
-    if p == 0x26:
-        k += 2 + (b[k] << 8 | b[k + 1])  # a user property's value
-    return k

@@ -65,14 +65,23 @@ class ServerError(Exception):
 
 
 def _field(b, pid, s):
-    """Append property id pid (unless < 0) and s as a two-byte-length string."""
+    """Append property id pid (unless < 0) and s after its length: two bytes,
+    or (pid -2, a property block) a Variable Byte Integer."""
     if pid >= 0:
         b.append(pid)
     if isinstance(s, str):
         s = s.encode()
-    if len(s) > 65535:
+    n = len(s)
+    if pid == -2:
+        while n > 127:
+            b.append(n & 0x7F | 0x80)
+            n >>= 7
+        b.append(n)
+    elif n > 65535:
         raise ValueError("string over 65535 bytes")  # [MQTT-1.5.4-1]
-    b += len(s).to_bytes(2, "big") + s
+    else:
+        b += n.to_bytes(2, "big")
+    b += s
 
 
 def utf8(b, i, end):
@@ -109,15 +118,6 @@ def utf8(b, i, end):
             i += 1
             n -= 1
     return True
-
-
-def _vbi(b, n):
-    """Append n as a Variable Byte Integer."""
-    while True:
-        b.append(n & 0x7F | (0x80 if n > 127 else 0))
-        n >>= 7
-        if not n:
-            return
 
 
 class Core:
@@ -169,14 +169,11 @@ class Core:
             p = b"\x27" + rx_size.to_bytes(4, "big") + b"\x17\x00" + props
             if session_expiry:
                 p += b"\x11" + session_expiry.to_bytes(4, "big")
-            _vbi(b, len(p))
-            b += p
+            _field(b, -2, p)
         _field(b, -1, client_id)
         if w:
             if version == 5:
-                p = w[4] if len(w) > 4 and w[4] else b""
-                _vbi(b, len(p))
-                b += p
+                _field(b, -2, w[4] if len(w) > 4 and w[4] else b"")
             _field(b, -1, w[0])
             _field(b, -1, w[1])
         for s in (user, password):

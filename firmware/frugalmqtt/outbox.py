@@ -171,10 +171,6 @@ class Outbox:
         self.sb_off = off
         self.sb_seq = seq
 
-    def _at(self, pos):
-        """Records never start within a header's length of the end."""
-        return 0 if self.ring - pos < _HDR else pos
-
     def _kind(self, pos):
         """Read the header at pos into self.hdr; its kind, or 0 if no magic."""
         h = self.hdr
@@ -188,7 +184,8 @@ class Outbox:
         h = self.hdr
         if h[0] & 0x0F == _SKIP:
             return 0
-        return self._at(pos + _HDR + (h[2] << 8 | h[3]))
+        pos += _HDR + (h[2] << 8 | h[3])
+        return 0 if self.ring - pos < _HDR else pos  # none starts within a header of the end
 
     def _valid(self, pos, seq):
         """Read and check the record at pos (body into self.buf): its kind,
@@ -220,8 +217,7 @@ class Outbox:
         if head + size > self.ring:
             need += self.ring - head
         if self.sb_used + need + keep > self.ring:
-            self._retail()
-            used = self._used()
+            used = self._retail()
             if used + need + keep > self.ring:
                 return False
             self._write_sb(self.t_off, self.t_seq)
@@ -269,7 +265,8 @@ class Outbox:
     # ---- the tail ---------------------------------------------------------
 
     def _retail(self):
-        """Move the tail to the oldest record still needed."""
+        """Move the tail to the oldest record still needed; returns the bytes
+        used from there to the head."""
         c = self.c
         base = self.t_seq
         best = -1
@@ -298,23 +295,16 @@ class Outbox:
         if best < 0:
             self.t_off = self.head
             self.t_seq = self.seq
-            self.live = False
-        else:
-            self.t_off = off
-            self.t_seq = (base + best) & _MASK
-            self.live = True
-
-    def _used(self):
-        if not self.live:
             return 0
-        d = (self.head - self.t_off) % self.ring
+        self.t_off = off
+        self.t_seq = (base + best) & _MASK
+        d = (self.head - off) % self.ring
         return d if d else self.ring
 
     def free(self):
         """Bytes a new message (with its header) may still take, before the
         space owed to the control records of the messages already stored."""
-        self._retail()
-        return max(0, self.ring - self._used() - self.reserve - self.owed)
+        return max(0, self.ring - self._retail() - self.reserve - self.owed)
 
     # ---- attaching to a core, reloading -------------------------------------
 
@@ -354,7 +344,7 @@ class Outbox:
         """Walk the records from the tail; the messages still in flight go
         into the core's table, in the order they took their slots."""
         c = self.c
-        pos = self._at(self.sb_off)
+        pos = 0 if self.ring - self.sb_off < _HDR else self.sb_off
         seq = self.sb_seq
         self.backlog = 0
         self.bl_seq = self.bl_off = -1
@@ -427,7 +417,7 @@ class Outbox:
             self.i_seq[j] = x[1]
             self.i_off[j] = x[2]
             j += 1
-        self.t_off = self._at(self.sb_off)
+        self.t_off = 0 if self.ring - self.sb_off < _HDR else self.sb_off
         self.t_seq = self.sb_seq
         self._retail()
         d = (pos - self.sb_off) % self.ring
@@ -445,7 +435,7 @@ class Outbox:
         while True:
             pos = self._after(pos)
             seq = (seq + 1) & _MASK
-            if pos == self._at(self.head):
+            if pos == (0 if self.ring - self.head < _HDR else self.head):
                 raise ValueError("outbox: backlog record missing")
             if self._kind(pos) == _PUB and not self.hdr[1]:
                 self.bl_off = pos
