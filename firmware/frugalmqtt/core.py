@@ -47,11 +47,12 @@ _ARGS = (bytes, bytearray, str, memoryview)  # the types a topic and a payload m
 _KINDS = b"45205500050500502201164111"
 
 
-def _why(f, *a):
-    """The exception why.f(*a) makes: the words of an error that names the
-    argument, its size and the limit, imported only when one happens."""
+def _why(key, *a):
+    """The exception for the error `key` (its words, naming the argument,
+    the size and the limit, are in why.py, imported only when one happens:
+    the device holds no error text until then)."""
     from . import why
-    return getattr(why, f)(*a)
+    return why.make(key, a)
 
 
 class MQTTError(Exception):
@@ -78,7 +79,7 @@ def _field(b, pid, s):
             n >>= 7
         b.append(n)
     elif n > 65535:
-        raise ValueError("string over 65535 bytes")  # [MQTT-1.5.4-1]
+        raise _why("long_string", n)  # [MQTT-1.5.4-1]
     else:
         b += n.to_bytes(2, "big")
     b += s
@@ -144,12 +145,12 @@ class Core:
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
                  rx_size=64, clock=ticks_ms, tx_size=0, props=b""):
         if version != 4 and version != 5:
-            raise ValueError("version: 4 (3.1.1) or 5")
+            raise _why("version", version)
         if slots < 1 or max_packet < 16 or rx_size < 8:
-            raise ValueError("slots >= 1, max_packet >= 16, rx_size >= 8")
+            raise _why("sizes", slots, max_packet, rx_size)
         if version == 4 and (not client_id and not clean or password is not None and user is None):
             # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
-            raise ValueError("3.1.1: a persistent session needs a client id, a password a user")
+            raise _why("v311_ids")
         self.v = version
         self.clean = clean
         self.clock = clock
@@ -180,7 +181,7 @@ class Core:
             if s is not None:
                 _field(b, -1, s)
         if len(b) + _HEAD > max_packet:
-            raise ValueError("packet larger than max_packet")
+            raise _why("connect_size", len(b), max_packet)
         self.hello = b
         # slot images: img[i] holds slot i's PUBLISH, img[slots] is the buffer
         # for QoS 0, CONNECT and acks
@@ -215,7 +216,7 @@ class Core:
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
         if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
-            raise ValueError("client id")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
+            raise _why("v311_ids")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         b = self.img[-1]
@@ -267,9 +268,9 @@ class Core:
         if self.sock is None and not qos:
             raise OSError(errno.ENOTCONN)
         if qos < 0 or qos > self.max_qos:
-            raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
+            raise _why("qos", qos, self.max_qos)  # [MQTT-3.2.2-11]
         if retain and not self.retain_ok:
-            raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
+            raise _why("retain")  # [MQTT-3.2.2-14]
         # An alias only for a QoS 1/2 message that goes now: a held one must
         # not lean on an alias sent after it; none with an outbox, whose
         # records must replay after a reboot, without the aliases.
@@ -302,7 +303,7 @@ class Core:
             # not empty [MQTT-4.7.3-1], no wildcard [MQTT-3.3.2-2], UTF-8
             # without U+0000 or a surrogate [MQTT-1.5.4-1] [MQTT-1.5.4-2]
             if k < o or o <= _HEAD + 2 or not utf8(b, _HEAD + 2, o):
-                raise ValueError("topic: empty, too long, a wildcard or not UTF-8")
+                raise _why("topic", o - _HEAD - 2)
             self.tn = o - _HEAD - 2
             self.topic = topic
         if type(payload) not in _ARGS or props and type(props) is not bytes:
@@ -369,7 +370,7 @@ class Core:
                 s = self._seal(b, o, f)
             if not a:
                 if o - s > self.server_max:
-                    raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+                    raise _why("server_max", o - s, self.server_max)  # [MQTT-3.2.2-15]
                 break
             # The limits bound the plain packet: whether a message goes never
             # depends on which aliases the server knows [MQTT-3.2.2-15]
@@ -380,14 +381,15 @@ class Core:
             if _HEAD + n > len(b):
                 raise _why("too_big", self, b, payload, props, qos)
             if n + (2 if n < 128 else 3 if n < 16384 else 4) > self.server_max:
-                raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+                raise _why("server_max", n + (2 if n < 128 else 3 if n < 16384 else 4),
+                           self.server_max)  # [MQTT-3.2.2-15]
             if o - s <= self.server_max:
                 break
             a = 0  # the new alias's 3 bytes would pass the server's limit: plain this time
         # a payload declared UTF-8 (Payload Format Indicator 1: props.build()
         # and liteprops.props() put it first) must be UTF-8 [U-3.3.2-b]
         if props and self.v == 5 and props[0] == 1 and props[1] and not utf8(b, q, o):
-            raise ValueError("payload: not UTF-8")
+            raise _why("payload_utf8")
         if a < 0:
             self.alias(-a)  # the server learns it with this packet
         if not qos:

@@ -1,6 +1,6 @@
 # frugalmqtt.liteprops: MQTT 5 PUBLISH properties for lite.Publisher, encoded
 # once. In a module of its own so a device that sends none does not hold it.
-from .core import _field
+from .core import _field, _why
 
 
 def props(content_type=None, expiry=None, utf8=False, response_topic=None,
@@ -17,7 +17,7 @@ def props(content_type=None, expiry=None, utf8=False, response_topic=None,
     for pid, s in ((3, content_type), (8, response_topic), (9, correlation)):
         if s is not None:
             if pid == 8 and ("+" in s or "#" in s):
-                raise ValueError("wildcard in response topic")  # [MQTT-3.3.2-14]
+                raise _why("response_topic")  # [MQTT-3.3.2-14]
             _field(b, pid, s)
     for k, v in user:
         _field(b, 0x26, k)

@@ -30,7 +30,7 @@
 # recv.Receiver calls inbound(pid, add) for the inbound QoS 2 ids.
 import sys
 from array import array
-from .core import FULL
+from .core import FULL, _why
 
 try:
     from micropython import const
@@ -67,7 +67,7 @@ class Outbox:
 
     def __init__(self, path, size):
         if size < _DATA + 256:
-            raise ValueError("outbox size below 288 bytes")
+            raise _why("outbox_size", size)
         self.ring = size - _DATA
         self.hdr = bytearray(_HDR)
         self.ctl = bytearray(_CTL)
@@ -90,7 +90,7 @@ class Outbox:
         g1 = self._read_sb(_SB) if end >= _DATA else -1
         if end != size and (end > size or g >= 0 or g1 >= 0):
             f.close()  # its records would be read at the wrong wrap point
-            raise ValueError("outbox file of another size")
+            raise _why("outbox_other", end, size)
         if end < size:  # new, or its creation was cut short
             z = bytes(256)
             f.seek(end)
@@ -260,7 +260,7 @@ class Outbox:
         c[4] = pid >> 8
         c[5] = pid & 0xFF
         if not self._append(kind, 0, c, 0, _CTL, 0):
-            raise OSError("outbox full")
+            raise _why("outbox_full")
 
     # ---- the tail ---------------------------------------------------------
 
@@ -317,7 +317,7 @@ class Outbox:
         take backlog messages. Then the core calls the hooks below."""
         c = core
         if c.n:
-            raise ValueError("attach the outbox before publishing")
+            raise _why("outbox_late")
         self.c = c
         ss = len(c.img[0])  # a slot's image: the largest PUBLISH stored
         self.buf = bytearray(max(ss, _CTL))
@@ -335,7 +335,7 @@ class Outbox:
         self.owed = 0
         self.reserve = 2 * (_HDR + ss) + (2 * self.nin + 2) * _C
         if self.reserve + 4 * _C + _HDR + ss > self.ring:
-            raise ValueError("outbox too small for the slots")
+            raise _why("outbox_small", self.ring + _DATA, self.reserve + 4 * _C + _HDR + ss + _DATA)
         self._replay()
         c.ob = self
         self._fill()
@@ -392,9 +392,9 @@ class Outbox:
             elif k == _IN_DEL or k == _IN_CLR:
                 ids = [x for x in ids if k == _IN_DEL and x[0] != pid]
             if len(live) > c.slots:
-                raise ValueError("outbox holds more messages in flight than `slots`")
+                raise _why("outbox_slots", c.slots)
             if len(ids) > self.nin:
-                raise ValueError("outbox holds more inbound ids than `inbound`")
+                raise _why("outbox_inbound", self.nin)
             pos = self._after(pos)
             seq = (seq + 1) & _MASK
         self.head = pos
@@ -436,7 +436,7 @@ class Outbox:
             pos = self._after(pos)
             seq = (seq + 1) & _MASK
             if pos == (0 if self.ring - self.head < _HDR else self.head):
-                raise ValueError("outbox: backlog record missing")
+                raise _why("outbox_backlog")
             if self._kind(pos) == _PUB and not self.hdr[1]:
                 self.bl_off = pos
                 self.bl_seq = seq

@@ -1,6 +1,42 @@
-# frugalmqtt.why: the words of the errors, imported only when one happens,
-# so a device holds none of this text until then.
+# frugalmqtt.why: the words of the errors the device package raises for bad
+# arguments and sizes, imported only when one is raised (core._why), so a
+# device holds none of this text until then. Each names the argument, and for
+# a size the size and the limit.
 _HEAD = 5  # core._HEAD
+
+# key: (exception class, message with %-formatted arguments)
+_TEXT = {
+    "long_string": (ValueError, "a string of %d bytes, over MQTT's 65535"),  # [MQTT-1.5.4-1]
+    "version": (ValueError, "version: 4 (MQTT 3.1.1) or 5, not %r"),
+    "sizes": (ValueError, "slots (%d) must be >= 1, max_packet (%d) >= 16, rx_size (%d) >= 8"),
+    "v311_ids": (ValueError, "MQTT 3.1.1: a persistent session (clean=False) needs a client_id, "
+                             "a password a user"),  # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
+    "connect_size": (ValueError, "max_packet: the CONNECT takes %d bytes, over max_packet %d"),
+    "qos": (ValueError, "qos: %d, the server takes 0 to %d"),  # [MQTT-3.2.2-11]
+    "retain": (ValueError, "retain: the server has no retained messages"),  # [MQTT-3.2.2-14]
+    "topic": (ValueError, "topic: empty, a wildcard (+ #), U+0000, not UTF-8, or longer than "
+                          "the buffer (%d bytes written)"),
+    "server_max": (ValueError, "payload: a PUBLISH of %d bytes, over the server's Maximum "
+                               "Packet Size %d"),  # [MQTT-3.2.2-15]
+    "payload_utf8": (ValueError, "payload: not UTF-8, and props say it is"),  # [U-3.3.2-b]
+    "response_topic": (ValueError, "response_topic: a wildcard (+ #)"),  # [MQTT-3.3.2-14]
+    "outbox_size": (ValueError, "size: %d bytes, an outbox needs 288 at least"),
+    "outbox_other": (ValueError, "path: an outbox file of %d bytes, not size %d"),
+    "outbox_full": (OSError, "outbox full"),
+    "outbox_late": (ValueError, "outbox: attach it before publishing"),
+    "outbox_small": (ValueError, "size: %d bytes, the slots need an outbox of %d at least"),
+    "outbox_slots": (ValueError, "slots: the outbox holds more messages in flight than %d"),
+    "outbox_inbound": (ValueError, "inbound: the outbox holds more inbound ids than %d"),
+    "outbox_backlog": (ValueError, "outbox: a backlog record is missing"),
+}
+
+
+def make(key, a):
+    """The exception for error `key` with arguments a."""
+    if key in _TEXT:
+        cls, text = _TEXT[key]
+        return cls(text % a if a else text)
+    return globals()[key](*a)
 
 
 def _packet(n):
