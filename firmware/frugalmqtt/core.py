@@ -48,21 +48,27 @@ _KINDS = b"45205500050500502201164111"
 
 
 def _why(key, *a):
-    """The exception for the error `key` (its words, naming the argument,
-    the size and the limit, are in why.py, imported only when one happens:
-    the device holds no error text until then)."""
+    """The words of an error, in why.py, imported only when one is raised or
+    printed (the device holds no error text until then): the exception for
+    error `key` (naming the argument, and for a size the size and the
+    limit); as the __str__ of MQTTError and ServerError (key: the
+    exception), its reason code and the code's name."""
     from . import why
     return why.make(key, a)
 
 
 class MQTTError(Exception):
     """A packet that breaks the protocol. `reason` (args[0]) is the MQTT 5
-    reason code sent in the DISCONNECT (3.1.1 just closes the connection)."""
+    reason code sent in the DISCONNECT (3.1.1 just closes the connection).
+    str() gives the code and its name."""
+    __str__ = _why
 
 
 class ServerError(Exception):
-    """The server refused the connection (CONNACK reason code >= 0x80) or
-    ended it (DISCONNECT); args[0] is its reason code."""
+    """The server refused the connection (CONNACK reason code >= 0x80, or a
+    3.1.1 return code 1 to 5) or ended it (DISCONNECT); args[0] is its
+    reason code. str() gives the code and its name."""
+    __str__ = _why
 
 
 def _field(b, pid, s):

@@ -32,7 +32,10 @@ _TEXT = {
 
 
 def make(key, a):
-    """The exception for error `key` with arguments a."""
+    """The exception for error `key` with arguments a; for an exception
+    (core's MQTTError, ServerError), its reason code and name."""
+    if isinstance(key, Exception):
+        return reason(key)
     if key in _TEXT:
         cls, text = _TEXT[key]
         return cls(text % a if a else text)
@@ -63,3 +66,39 @@ def bad_args(topic, payload, props):
             return TypeError("%s: %s, not %s" % (name, " or ".join(t.__name__ for t in ok),
                                                   type(v).__name__))
     return TypeError("props: bytes made by props.build() or liteprops.props()")
+
+
+# MQTT 5.0 reason codes from 0x80 (5.0 2.4), in order
+_NAMES5 = ("Unspecified error", "Malformed Packet", "Protocol Error",
+           "Implementation specific error", "Unsupported Protocol Version",
+           "Client Identifier not valid", "Bad User Name or Password", "Not authorized",
+           "Server unavailable", "Server busy", "Banned", "Server shutting down",
+           "Bad authentication method", "Keep Alive timeout", "Session taken over",
+           "Topic Filter invalid", "Topic Name invalid", "Packet Identifier in use",
+           "Packet Identifier not found", "Receive Maximum exceeded", "Topic Alias invalid",
+           "Packet too large", "Message rate too high", "Quota exceeded",
+           "Administrative action", "Payload format invalid", "Retain not supported",
+           "QoS not supported", "Use another server", "Server moved",
+           "Shared Subscriptions not supported", "Connection rate exceeded",
+           "Maximum connect time", "Subscription Identifiers not supported",
+           "Wildcard Subscriptions not supported")
+# MQTT 3.1.1 CONNACK return codes 1 to 5 (3.2.2.3)
+_NAMES4 = ("unacceptable protocol version", "identifier rejected", "server unavailable",
+           "bad user name or password", "not authorized")
+
+
+def reason(e):
+    """'0x87 Not authorized': an MQTTError's or ServerError's code and name.
+    Codes 1 to 5 come only in a 3.1.1 CONNACK (5.0 refusals are >= 0x80)."""
+    c = e.args[0] if e.args else None
+    if type(c) is not int:
+        return str(c)
+    if 0x80 <= c < 0x80 + len(_NAMES5):
+        name = _NAMES5[c - 0x80]
+    elif 1 <= c <= 5:
+        name = "MQTT 3.1.1 CONNACK: " + _NAMES4[c - 1]
+    elif c == 0:
+        name = "Normal disconnection"
+    else:
+        name = "reason code"
+    return "0x%02X %s" % (c, name)
