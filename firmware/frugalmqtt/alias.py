@@ -18,7 +18,7 @@ EXPIRED = const(-2)  # on_done reason: the Message Expiry Interval passed while 
 
 
 class Aliases:
-    prep = True  # core.Core calls prepare()
+    _prep = True  # core.Core calls prepare()
 
     def ainit(self, aliases_out=8):
         """aliases_out: topics that may get an alias (the server's Topic Alias

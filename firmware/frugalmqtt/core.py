@@ -143,9 +143,9 @@ class Core:
     aliases = 0  # outbound topic aliases we keep (alias.Aliases)
     amax = 0  # ... of which this connection may use
     sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
-    # prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
+    # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
-    prep = False
+    _prep = False
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
@@ -604,7 +604,7 @@ class Core:
                     if not sp:
                         self.img[i][self.start[i]] &= 0xF7  # a new message again
                     self.state[i] = _HOLD
-                    if self.prep and self.prepare(i):
+                    if self._prep and self.prepare(i):
                         continue  # dropped
                     if u < self.quota:
                         self._go(i)
@@ -664,7 +664,7 @@ class Core:
             while k < self.n:  # a slot of the quota came free: the oldest held PUBLISH goes
                 i = self.order[k]
                 if self.state[i] == _HOLD:
-                    if not (self.prep and self.prepare(i)):
+                    if not (self._prep and self.prepare(i)):
                         return self._go(i)
                     continue  # dropped
                 k += 1
