@@ -27,6 +27,9 @@ class Publisher(Core):
                       will, max_packet, slots, rx_size, clock, tx_size, props)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
+        if ssl is True or type(ssl) is dict:  # umqtt's ssl_params: frugalmqtt.tls verifies
+            from .tls import context
+            ssl = context(ssl)
         self.ssl = ssl
         self.timeout = timeout_ms
 
@@ -39,11 +42,11 @@ class Publisher(Core):
         self.close()
         try:
             if sock is None:
-                ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0][-1]
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0]
+                sock = socket.socket(ai[0], socket.SOCK_STREAM)  # IPv4 or IPv6, as resolved
                 self.sock = sock  # closed below on failure
                 sock.settimeout(self.timeout / 1000)
-                sock.connect(ai)
+                sock.connect(ai[-1])
                 try:  # every packet leaves in one write: Nagle must not hold it
                     sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
                 except OSError:
