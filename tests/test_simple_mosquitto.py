@@ -50,6 +50,19 @@ def test_publish_and_receive_each_qos(runtime, version, mosquitto):
     assert re.search(r"as %s-c \(p%d, c1," % (re.escape(tag), 2 if version == 4 else 5), log)
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_what_umqtt_takes_with_defaults(runtime, mosquitto):
+    """Default sizes, as umqtt.simple programs leave them: a 4880-byte QoS 1
+    retained message out (over a slot) and in (over the receive buffer), 300
+    bytes at QoS 1, 600 at QoS 0 (over tx_size); wait_msg()/check_msg()
+    return the first byte as micropython-lib's umqtt.simple does; c.sock
+    registers with select.poll(). (The same function runs against
+    umqtt.simple itself with lib="umqtt.simple".)"""
+    b = mosquitto()
+    r = _check(runtime, "umqtt_defaults", b, _tag("ud", runtime, 4), 4)
+    assert r == {"kinds": [0x33, 0x32, 0x30, 0x30, None], "sizes": [4880, 300, 600, 6]}
+
+
 @BOTH
 def test_clean_session_false_resumes(runtime, version, mosquitto):
     b = mosquitto()
