@@ -255,3 +255,46 @@ def umqtt_defaults(host, port, tag, version=4, lib="frugalmqtt.simple"):
     p.disconnect()
     s.disconnect()
     return {"kinds": kinds, "sizes": [len(m) for t, m in got]}
+
+
+# ---- frugalmqtt.robust: reconnect after a broker restart and dropped links ----------------
+
+def robust_restart(host, port, tag, version=4):
+    """umqtt.robust usage: wait_msg() while the host stops the broker and
+    starts it again (persistence on: the session and its subscriptions
+    survive), then publish() and subscribe() on a dropped link; log() and
+    DEBUG as umqtt.robust."""
+    from frugalmqtt.robust import MQTTClient as Robust
+    logged = []
+    got = []
+
+    class Client(Robust):
+        DELAY = 0.2
+
+        def log(self, in_reconnect, e):
+            logged.append(in_reconnect)
+            Robust.log(self, in_reconnect, e)
+
+    base = tag.encode()
+    c = Client(tag + "-r", host, port, keepalive=10, version=version)
+    c.DEBUG = True
+    c.set_callback(lambda t, m: got.append((t, m)))
+    c.connect(False)
+    c.subscribe(base + b"/in", 1)
+    c.subscribe(base + b"/out", 1)
+    c.publish(base + b"/out", b"ready", qos=1)
+    while (base + b"/in", b"stop") not in got:
+        c.wait_msg()  # the broker goes away meanwhile: reconnect() every DELAY
+    restart = list(logged)
+    # a dropped link: publish() and subscribe() reconnect and go on
+    c.sock.close()
+    assert c.publish(base + b"/out", b"after-drop", qos=1) is None
+    c.sock.close()
+    assert c.subscribe(base + b"/more", 1) is None
+    c.publish(base + b"/more", b"more", qos=1)
+    while (base + b"/more", b"more") not in got:
+        c.wait_msg()
+    c.sock.close()
+    assert c.check_msg() is None  # reconnects, then nothing waiting
+    c.disconnect()
+    return {"restart": restart, "logged": logged, "got": _text(got)}
