@@ -97,8 +97,9 @@ class _Link(_Client):
 class MQTTClient:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params={}, version=4, **sizes):
-        if ssl is True:
-            ssl = ssl_params  # frugalmqtt.tls makes a verifying context of it
+        if ssl is True:  # a context that verifies the server, from ssl_params
+            from .tls import context
+            ssl = context(ssl_params)
         elif not ssl:
             ssl = None
         self.client_id = client_id
