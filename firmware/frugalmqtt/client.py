@@ -6,7 +6,7 @@ from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher
-from errno import ENOTCONN
+from errno import ENOTCONN as _ENOTCONN
 
 try:
     from time import sleep_ms
@@ -144,7 +144,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         if not self.up:
             if not self.reconnect and self.sock is None and not self.ob:
                 # nothing would send it: not connected and not reconnecting
-                raise OSError(ENOTCONN)
+                raise OSError(_ENOTCONN)
             if not qos:
                 self.ensure_connected()
         t0 = ticks_ms()
