@@ -64,6 +64,13 @@ def test_what_umqtt_takes_with_defaults(runtime, mosquitto):
 
 
 @BOTH
+def test_big_messages_at_each_qos(runtime, version, mosquitto):
+    b = mosquitto()
+    r = _check(runtime, "big_messages", b, _tag("bg", runtime, version), version)
+    assert r["sizes"] == [1500, 1501, 1502, 5]
+
+
+@BOTH
 def test_clean_session_false_resumes(runtime, version, mosquitto):
     b = mosquitto()
     tag = _tag("ss", runtime, version)

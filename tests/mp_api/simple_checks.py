@@ -298,3 +298,31 @@ def robust_restart(host, port, tag, version=4):
     assert c.check_msg() is None  # reconnects, then nothing waiting
     c.disconnect()
     return {"restart": restart, "logged": logged, "got": _text(got)}
+
+
+def big_messages(host, port, tag, version=4):
+    """Messages over the facade's buffers at every QoS, both versions: out
+    from the caller's buffer (QoS 2 through PUBREC/PUBREL/PUBCOMP), in
+    through a buffer of their own (3.1.1; on 5.0 the receiver sizes its
+    max_packet, which it advertises)."""
+    base = tag.encode()
+    got = []
+    kw = {"max_packet": 4096} if version == 5 else {}
+    s = MQTTClient(tag + "-s", host, port, version=version, **kw)
+    s.set_callback(lambda t, m: got.append((t, m)))
+    s.connect()
+    s.subscribe(base + b"/big", 2)
+    p = MQTTClient(tag + "-p", host, port, version=version)
+    p.connect()
+    sent = []
+    for q in (0, 1, 2):
+        m = bytes([0x41 + q]) * (1500 + q)
+        assert p.publish(base + b"/big", m, qos=q) is None
+        sent.append((base + b"/big", m))
+    assert p.publish(tag + "/big", "small", qos=2) is None  # the table again, after those
+    sent.append((base + b"/big", b"small"))
+    assert _pump(s, lambda: len(got) == 4), [(t, len(m)) for t, m in got]
+    assert got == sent, [(t, len(m)) for t, m in got]
+    p.disconnect()
+    s.disconnect()
+    return {"sizes": [len(m) for t, m in got]}
