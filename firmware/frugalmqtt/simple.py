@@ -33,7 +33,7 @@
 # Topic and message in the callback are bytes copies (this API allocates per
 # message; client.MQTTClient does not).
 from .client import MQTTClient as _Client
-from .core import MQTTError, ServerError
+from .core import MQTTError, ServerError, utf8, _vbi
 
 _PINGRESP = 0xD0
 _PINGREQ = b"\xc0\x00"
@@ -234,21 +234,18 @@ class MQTTClient:
         it: a header made here, then the caller's msg; QoS 1/2 wait for the
         flow's end. Not stored: a broken link raises OSError."""
         c = self._c
-        if not topic or b"#" in topic or b"+" in topic:
-            raise ValueError("topic: empty or a wildcard")  # [MQTT-4.7.3-1] [MQTT-3.3.2-2]
+        if not topic or b"#" in topic or b"+" in topic or not utf8(topic, 0, len(topic)):
+            # [MQTT-4.7.3-1] [MQTT-3.3.2-2] [MQTT-1.5.4-1] [MQTT-1.5.4-2]
+            raise ValueError("topic: empty, a wildcard or not UTF-8")
         if qos < 0 or qos > c.max_qos:
             raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
         if retain and not c.retain_ok:
             raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
-        h = bytearray()
         n = 2 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
+        h = bytearray()
         h.append(0x30 | qos << 1 | (1 if retain else 0))
-        while True:  # the remaining length, a Variable Byte Integer
-            h.append(n & 0x7F | (0x80 if n > 127 else 0))
-            n >>= 7
-            if not n:
-                break
-        if len(h) + len(topic) + len(msg) > c.server_max:
+        _vbi(h, n)  # the remaining length
+        if len(h) + n > c.server_max:
             raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
         h += len(topic).to_bytes(2, "big") + topic
         pid = 0

@@ -314,6 +314,8 @@ def big_messages(host, port, tag, version=4):
     s.subscribe(base + b"/big", 2)
     p = MQTTClient(tag + "-p", host, port, version=version)
     p.connect()
+    for t in (b"a/#", b"", b"a\xc0\xaf"):  # a wildcard, empty, an overlong UTF-8 sequence
+        _raises(ValueError, p.publish, t, b"x" * 1500, qos=1)
     sent = []
     for q in (0, 1, 2):
         m = bytes([0x41 + q]) * (1500 + q)
