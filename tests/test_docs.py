@@ -189,6 +189,9 @@ def instances(tmp_path):
         from frugalmqtt import simple
         out["MQTTClient"].append(simple.MQTTClient("doc", "localhost"))
         out["MQTTException"] = [simple.MQTTException(5)]
+    if "frugalmqtt.robust" in READY:
+        from frugalmqtt import robust
+        out["MQTTClient"].append(robust.MQTTClient("doc", "localhost"))
     if "frugalmqtt.telem" in READY:
         from frugalmqtt.telem import Telemetry
         out["Telemetry"] = [Telemetry("doc", "localhost")]

@@ -69,7 +69,7 @@ def test_each_profile_is_the_import_closure_of_its_entry_modules():
     assert set(profiles.PROFILES["telemetry"]) == closure("telem", "liteprops", "outbox")
     assert set(profiles.PROFILES["full"]) == closure("client")
     assert set(profiles.PROFILES["asyncio"]) == closure("aclient")
-    assert set(profiles.PROFILES["umqtt"]) == closure("simple")
+    assert set(profiles.PROFILES["umqtt"]) == closure("simple", "robust")
     for p in profiles.PROFILES.values():
         assert "_cpython" not in p and p[0] == "__init__" and len(set(p)) == len(p)
     # the publish-only profile holds no receiving, aliases or property parsing,

@@ -50,6 +50,26 @@ def test_publish_and_receive_each_qos(runtime, version, mosquitto):
     assert re.search(r"as %s-c \(p%d, c1," % (re.escape(tag), 2 if version == 4 else 5), log)
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_what_umqtt_takes_with_defaults(runtime, mosquitto):
+    """Default sizes, as umqtt.simple programs leave them: a 4880-byte QoS 1
+    retained message out (over a slot) and in (over the receive buffer), 300
+    bytes at QoS 1, 600 at QoS 0 (over tx_size); wait_msg()/check_msg()
+    return the first byte as micropython-lib's umqtt.simple does; c.sock
+    registers with select.poll(). (The same function runs against
+    umqtt.simple itself with lib="umqtt.simple".)"""
+    b = mosquitto()
+    r = _check(runtime, "umqtt_defaults", b, _tag("ud", runtime, 4), 4)
+    assert r == {"kinds": [0x33, 0x32, 0x30, 0x30, None], "sizes": [4880, 300, 600, 6]}
+
+
+@BOTH
+def test_big_messages_at_each_qos(runtime, version, mosquitto):
+    b = mosquitto()
+    r = _check(runtime, "big_messages", b, _tag("bg", runtime, version), version)
+    assert r["sizes"] == [1500, 1501, 1502, 5]
+
+
 @BOTH
 def test_clean_session_false_resumes(runtime, version, mosquitto):
     b = mosquitto()
@@ -157,3 +177,37 @@ def test_tls_with_ssl_params(runtime, version, mosquitto, certs):
     assert r["received"] == 3 and r["refused"]
     log = b.log()
     assert "as %s-t " % tag in log and "as %s-bad " % tag not in log
+
+
+# ---- frugalmqtt.robust ------------------------------------------------------------------
+
+@BOTH
+def test_robust_reconnects_after_broker_restart(runtime, version, mosquitto, capfd):
+    import time
+
+    import paho.mqtt.publish as paho_publish
+    from apihost import Background
+    b = mosquitto("persistence true")
+    tag = _tag("rb", runtime, version)
+    obs = Observer(b, tag + "/out", version)
+    try:
+        run = Background(runtime, "simple_checks", "robust_restart", b.host, b.port, tag, version)
+        obs.has(tag + "/out", b"ready")
+        b.stop()
+        time.sleep(1.0)  # reconnect attempts fail meanwhile (DELAY 0.2 s)
+        b.start()
+        # the session survived the restart: the broker queues this for the client
+        paho_publish.single(tag + "/in", b"stop", qos=1, hostname=b.host, port=b.port)
+        r = run.result()
+    finally:
+        obs.stop()
+    # wait_msg() failed once (log(False, e)), then reconnect() failed while
+    # the broker was down (log(True, e)) until it came back
+    assert r["restart"][0] is False and r["restart"].count(True) >= 2, r
+    assert r["logged"][len(r["restart"]):] == [False, False, False], r
+    got = [tuple(x) for x in r["got"]]
+    assert got[0] == (tag + "/out", "ready") and (tag + "/in", "stop") in got
+    assert (tag + "/out", "after-drop") in got and got[-1] == (tag + "/more", "more"), got
+    if runtime == "cpython":  # DEBUG: log() prints as umqtt.robust
+        out = capfd.readouterr().out
+        assert "mqtt reconnect: " in out and "mqtt: " in out

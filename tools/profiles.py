@@ -32,7 +32,7 @@ ENTRIES = {
     "telemetry": ["telem", "liteprops", "outbox"],  # + outbound aliases, the outbox
     "full": ["client"],                   # client.MQTTClient: + receiving, subscribe
     "asyncio": ["aclient"],               # aclient.AMQTTClient
-    "umqtt": ["simple"],                  # the umqtt.simple facade over client
+    "umqtt": ["simple", "robust"],        # the umqtt.simple and umqtt.robust facades over client
 }
 
 # In every profile: the package, and err, where applications import the

@@ -177,6 +177,9 @@ class AMQTTClient(Receiver, Aliases, Core):
             self.ainit(aliases_out)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
+        if ssl is True or type(ssl) is dict:  # umqtt's ssl_params: frugalmqtt.tls verifies
+            from .tls import context
+            ssl = context(ssl)
         self.ssl = ssl
         self.timeout = timeout_ms
         self.reconnect = reconnect
@@ -236,11 +239,11 @@ class AMQTTClient(Receiver, Aliases, Core):
     def _open(self):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
         and send CONNECT."""
-        ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0][-1]
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0]
+        s = socket.socket(ai[0], socket.SOCK_STREAM)  # IPv4 or IPv6, as resolved
         try:
             s.settimeout(self.timeout / 1000)
-            s.connect(ai)
+            s.connect(ai[-1])
             try:  # every packet leaves in one write: Nagle must not hold it
                 s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
             except OSError:

@@ -6,6 +6,7 @@ from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher
+from errno import ENOTCONN as _ENOTCONN
 
 try:
     from time import sleep_ms
@@ -134,12 +135,18 @@ class MQTTClient(Receiver, Aliases, Publisher):
         taken, waits for acknowledgements (up to timeout_ms, -1: forever) and
         returns WINDOW_FULL if none came (at once inside on_message, where
         waiting would overwrite the message being handled). props:
-        props.build() bytes (or (id, value) pairs, built on each call)."""
+        props.build() bytes (or (id, value) pairs, built on each call).
+        With reconnect=False and no outbox, publishing while not connected
+        raises OSError(ENOTCONN) at any QoS: nothing is stored."""
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)
-        if not qos and not self.up:
-            self.ensure_connected()
+        if not self.up:
+            if not self.reconnect and self.sock is None and not self.ob:
+                # nothing would send it: not connected and not reconnecting
+                raise OSError(_ENOTCONN)
+            if not qos:
+                self.ensure_connected()
         t0 = ticks_ms()
         while True:
             pid = Core.publish(self, topic, payload, qos, retain, props)

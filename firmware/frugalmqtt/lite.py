@@ -27,6 +27,9 @@ class Publisher(Core):
                       will, max_packet, slots, rx_size, clock, tx_size, props)
         self.server = server
         self.port = port or (8883 if ssl else 1883)
+        if ssl is True or type(ssl) is dict:  # umqtt's ssl_params: frugalmqtt.tls verifies
+            from .tls import context
+            ssl = context(ssl)
         self.ssl = ssl
         self.timeout = timeout_ms
 
@@ -39,11 +42,11 @@ class Publisher(Core):
         self.close()
         try:
             if sock is None:
-                ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0][-1]
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0]
+                sock = socket.socket(ai[0], socket.SOCK_STREAM)  # IPv4 or IPv6, as resolved
                 self.sock = sock  # closed below on failure
                 sock.settimeout(self.timeout / 1000)
-                sock.connect(ai)
+                sock.connect(ai[-1])
                 try:  # every packet leaves in one write: Nagle must not hold it
                     sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
                 except OSError:
@@ -121,34 +124,39 @@ class Publisher(Core):
             return True
         return False
 
+    def _fill(self, k, n):
+        """Read rx[k:n] (blocking, up to the socket's timeout)."""
+        while k < n:
+            # a memoryview only for a packet split across reads
+            got = self.sock.readinto(memoryview(self.rx)[k:n] if k else self.rx, n - k)
+            if not got:
+                self.close()
+                raise OSError(errno.ECONNRESET)  # the server closed the connection
+            k += got
+
     def _read(self):
-        """Frame one packet: first byte in self.first, body in rx; returns its
-        length. Reads block up to the socket's timeout."""
+        """Frame one packet: first byte in self.first, body in rx; returns its length."""
         r = self.rx
-        k = rl = s = 0
-        n = 2  # the first byte and the remaining length's first byte
-        while True:
-            while k < n:
-                # a memoryview only for a packet split across reads
-                got = self.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
-                if not got:
-                    self.close()
-                    raise OSError(errno.ECONNRESET)  # the server closed the connection
-                k += got
-            if s < 0:
-                return rl
+        self._fill(0, 2)
+        self.first = r[0]
+        rl = 0
+        s = 0
+        while r[1] & 0x80:
             rl |= (r[1] & 0x7F) << s
-            if r[1] & 0x80:  # one more byte of the remaining length, into r[1]
-                s += 7
-                if s == 28:
-                    raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
-                k = 1
-                continue
-            if rl + 2 + s // 7 > len(r):
-                # over our Maximum Packet Size (all of it counts, the fixed header
-                # too): refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
-                raise self._fail(0x95)
-            self.first = r[0]
-            s = -1
-            k = 0
-            n = rl
+            s += 7
+            if s == 28:
+                raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
+            self._fill(1, 2)
+        rl |= r[1] << s
+        if rl + 2 + s // 7 > len(r):
+            return self.oversize(rl)
+        self._fill(0, rl)
+        return rl
+
+    def oversize(self, rl):
+        """A packet of rl body bytes, over rx, its fixed header read: returns
+        the length to hand packet() (the full client drains it, the umqtt
+        facade reads it into a buffer of its own). Here: over our Maximum
+        Packet Size (all of it counts, the fixed header too), refused before
+        any of it is read [MQTT-3.1.2-24] (5.0: 0x95)."""
+        raise self._fail(0x95)

@@ -3,6 +3,20 @@
 #     from umqtt.simple import MQTTClient   ->   from frugalmqtt.simple import MQTTClient
 # MQTT 3.1.1 by default, like umqtt (version=5 is accepted as an extra keyword).
 #
+# What umqtt.simple takes with its defaults, this takes with its defaults:
+# - A message too big for the client's buffers (a QoS 0 PUBLISH over tx_size,
+#   a QoS 1/2 one over slot_size) is written from the caller's buffer, as
+#   umqtt writes it, and publish() waits for its acknowledgement. Such a
+#   message is not kept for a resend: when the link fails first, publish()
+#   raises OSError (as umqtt does) and the program publishes it again.
+# - An inbound PUBLISH bigger than the receive buffer (max_packet) is read
+#   into a buffer allocated for it alone (3.1.1; on 5.0 the server is told
+#   our Maximum Packet Size and does not send one). Only that case allocates.
+# Return values are umqtt's: connect() 0/1 (session present), wait_msg() and
+# check_msg() the first byte of the packet handled (0x32 for a QoS 1
+# PUBLISH), None for PINGRESP or nothing; publish(), subscribe() None.
+# `sock` is the connection's socket (the TLS socket with ssl).
+#
 # Where it differs from umqtt.simple, on purpose:
 # - QoS 2 works both ways (umqtt asserts); publish() at QoS 1/2 returns once
 #   the flow is complete (PUBACK / PUBCOMP).
@@ -11,18 +25,17 @@
 # - Received messages are acknowledged by the session before the callback
 #   runs; the callback runs outside the packet handling, so it may publish
 #   (at any QoS) or subscribe.
+# - ssl=True verifies the server: ssl_params must hold the CA (cadata, DER or
+#   PEM, or cafile); frugalmqtt.tls builds the context (docs/tls.md).
 # - Errors: a closed or broken connection raises OSError (OSError(-1) when the
 #   server closed it, as umqtt); a refused CONNECT or SUBSCRIBE and a protocol
 #   violation by the server raise MQTTException(code).
 # Topic and message in the callback are bytes copies (this API allocates per
 # message; client.MQTTClient does not).
-import sys
-
 from .client import MQTTClient as _Client
-from .core import MQTTError, ServerError
+from .core import MQTTError, ServerError, utf8
 
-_PUBLISH = 3
-_PINGRESP = 13
+_PINGRESP = 0xD0
 _PINGREQ = b"\xc0\x00"
 
 
@@ -30,36 +43,50 @@ class MQTTException(Exception):
     """umqtt.simple's exception: args[0] is the MQTT return/reason code."""
 
 
-class _LegacySSL:
-    """ssl=True with ssl_params (older umqtt.simple): wrap like ssl.wrap_socket."""
+class _Link(_Client):
+    """The client under the facade, with umqtt's two ways past its buffers:
+    an inbound PUBLISH bigger than rx gets a buffer of its own, and the acks
+    of the message written from the caller's buffer (`own`) end here."""
 
-    def __init__(self, params):
-        self.params = params
+    own = 0  # packet id of the message written from the caller's buffer
+    own_reason = 0  # ... its PUBACK/PUBCOMP (or failed PUBREC) reason, once own is 0
+    small = None  # rx while a big PUBLISH is in a buffer of its own
 
-    def wrap_socket(self, sock, server_hostname=None):
-        import ssl
-        p = dict(self.params)
-        if sys.implementation.name == "micropython":
-            p.setdefault("server_hostname", server_hostname)
-            return ssl.wrap_socket(sock, **p)
-        # CPython has no ssl.wrap_socket: an equivalent client context
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        req = p.get("cert_reqs", ssl.CERT_NONE)
-        ctx.check_hostname = req == ssl.CERT_REQUIRED
-        ctx.verify_mode = req
-        ca = p.get("cadata")
-        if ca or p.get("ca_certs"):
-            ctx.load_verify_locations(cafile=p.get("ca_certs"), cadata=ca)
-        if p.get("cert") or p.get("certfile"):
-            ctx.load_cert_chain(p.get("certfile"), p.get("keyfile"))
-        return ctx.wrap_socket(sock, server_hostname=p.get("server_hostname", server_hostname))
+    def oversize(self, rl):
+        # lite refuses a packet over rx; a 3.1.1 PUBLISH is read instead
+        if self.v == 5 or self.first >> 4 != 3:
+            raise self._fail(0x95)  # over our Maximum Packet Size [MQTT-3.1.2-24]
+        self.small = self.rx
+        self.rx = bytearray(rl)  # the facade's one allocation past its buffers
+        self._fill(0, rl)
+        return rl
+
+    def packet(self, rl):
+        try:
+            t = self.first >> 4
+            r = self.rx
+            if self.own and self.up and (t == 4 or t == 5 or t == 7) and rl >= 2 and \
+                    r[0] << 8 | r[1] == self.own:
+                self.last_rx = self.clock()
+                code = r[2] if rl > 2 else 0
+                if t == 5 and code < 0x80:
+                    return self._ack(0x62, self.own)  # PUBREL [MQTT-4.3.3-4]
+                self.own = 0
+                self.own_reason = code
+                return
+            _Client.packet(self, rl)
+        finally:
+            if self.small:
+                self.rx = self.small
+                self.small = None
 
 
 class MQTTClient:
     def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
                  ssl=None, ssl_params={}, version=4, **sizes):
-        if ssl and not hasattr(ssl, "wrap_socket"):
-            ssl = _LegacySSL(ssl_params)
+        if ssl is True:  # a context that verifies the server, from ssl_params
+            from .tls import context
+            ssl = context(ssl_params)
         elif not ssl:
             ssl = None
         self.client_id = client_id
@@ -78,14 +105,15 @@ class MQTTClient:
         self.sizes = sizes
         self._c = None  # the client, made by connect() with the settings then
         self._made = None  # ... and those settings
-        self._q = []  # (topic, msg) received, for the callback
+        self._q = []  # (topic, msg, first byte) received, for the callback
         self._done = {}  # packet id -> reason of QoS 1/2 flows ended
 
     @property
     def sock(self):
         """The connection's socket (close() drops it without DISCONNECT), None
         before connect()."""
-        return self._c.sock if self._c else None
+        s = self._c.sock if self._c else None
+        return getattr(s, "sock", s)  # CPython: the socket inside _cpython.Stream
 
     def set_callback(self, f):
         self.cb = f
@@ -114,14 +142,15 @@ class MQTTClient:
         if c is None or made != self._made:
             if c:
                 c.close()
-            c = self._c = _Client(self.client_id, self.server, self.port, self.version, self.user,
-                                  self.pswd, self.keepalive, self.ssl, clean_session,
-                                  will=will, reconnect=False, **self.sizes)
+            c = self._c = _Link(self.client_id, self.server, self.port, self.version, self.user,
+                                self.pswd, self.keepalive, self.ssl, clean_session,
+                                will=will, reconnect=False, **self.sizes)
             c.on_message = self._on_message
             c.on_done = self._on_done
             self._made = made
         if timeout is not None:
             c.timeout = int(timeout * 1000)
+        c.own = 0
         self._q = []
         self._done = {}
         return 1 if self._call(c.connect, clean_session) else 0
@@ -140,6 +169,13 @@ class MQTTClient:
         c = self._c
         if type(msg) is str:
             msg = msg.encode()
+        if type(topic) is str:
+            topic = topic.encode()
+        # the PUBLISH in the client's buffer: header, topic, packet id, 5.0
+        # property length, payload [MQTT-3.3.2-1] [MQTT-3.3.2-2]
+        n = 7 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
+        if n > len(c.img[0 if qos else -1]):
+            return self._publish_own(topic, msg, qos, retain)
         pid = self._call(c.publish, topic, msg, qos, retain)
         if not c.connected:  # the write failed
             c.close()
@@ -165,23 +201,64 @@ class MQTTClient:
         self._call(self._c.unsubscribe, topic)
 
     def wait_msg(self):
-        """Wait for one packet from the server and handle it; messages go to
-        the callback. Returns its type as umqtt does (0x30 for PUBLISH, 0x90
-        SUBACK, ...), None for PINGRESP."""
+        """Wait for a packet from the server and handle it; messages go to
+        the callback. Returns its first byte as umqtt does (0x30 | QoS << 1
+        | retain for a PUBLISH, 0x90 SUBACK, ...), None for PINGRESP."""
         while True:
-            t = self._step(-1)
-            if t:
-                return None if t == _PINGRESP else t << 4
+            f = self._step(-1)
+            if f:
+                return None if f == _PINGRESP else f
 
     def check_msg(self):
         """wait_msg() without waiting: None when nothing has arrived."""
-        t = self._step(0)
-        return None if not t or t == _PINGRESP else t << 4
+        f = self._step(0)
+        return None if f == _PINGRESP else f or None
 
     # ---- internals ---------------------------------------------------------------
 
+    def _publish_own(self, topic, msg, qos, retain):
+        """A PUBLISH too big for the client's buffers, written as umqtt writes
+        it: a header made here, then the caller's msg; QoS 1/2 wait for the
+        flow's end. Not stored: a broken link raises OSError."""
+        c = self._c
+        if not topic or b"#" in topic or b"+" in topic or not utf8(topic, 0, len(topic)):
+            # [MQTT-4.7.3-1] [MQTT-3.3.2-2] [MQTT-1.5.4-1] [MQTT-1.5.4-2]
+            raise ValueError("topic: empty, a wildcard or not UTF-8")
+        if qos < 0 or qos > c.max_qos:
+            raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
+        if retain and not c.retain_ok:
+            raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
+        n = 2 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
+        h = bytearray()
+        h.append(0x30 | qos << 1 | (1 if retain else 0))
+        k = n
+        while k > 127:  # the remaining length, a Variable Byte Integer
+            h.append(k & 0x7F | 0x80)
+            k >>= 7
+        h.append(k)
+        if len(h) + n > c.server_max:
+            raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+        h += len(topic).to_bytes(2, "big") + topic
+        pid = 0
+        if qos:
+            pid = c._pid()
+            h += pid.to_bytes(2, "big")
+        if c.v == 5:
+            h.append(0)  # no properties
+        c.own_reason = 0
+        try:
+            c._send(h, 0, len(h))
+            c.own = pid
+            c._send(msg, 0, len(msg))
+        except OSError:
+            raise OSError(-1)
+        while c.own:  # (a callback may publish meanwhile)
+            self._step(-1)
+        if pid and c.own_reason >= 0x80:  # refused (5.0)
+            raise MQTTException(c.own_reason)
+
     def _on_message(self, msg):
-        self._q.append((bytes(msg.topic), bytes(msg.payload)))
+        self._q.append((bytes(msg.topic), bytes(msg.payload), self._c.first))
 
     def _on_done(self, pid, reason):
         self._done[pid] = reason
@@ -200,15 +277,15 @@ class MQTTClient:
 
     def _step(self, timeout_ms):
         """One poll (not waiting when messages are already queued, e.g. those
-        that came with CONNACK or SUBACK), then the callbacks."""
+        that came with CONNACK or SUBACK), then the callbacks. Returns the
+        first byte of the last message delivered, else of the last packet
+        handled (0: none)."""
         self._live()
         q = self._q
-        queued = len(q)
-        t = self._call(self._c.poll, 0 if queued else timeout_ms)
-        if queued and not t:
-            t = _PUBLISH
+        c = self._c
+        f = c.first if self._call(c.poll, 0 if q else timeout_ms) else 0
         while q:
-            topic, msg = q.pop(0)
+            topic, msg, f = q.pop(0)
             if self.cb:
                 self.cb(topic, msg)
-        return t
+        return f

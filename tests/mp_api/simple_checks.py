@@ -69,9 +69,9 @@ def pubsub(host, port, tag, version=4, n=4):
     kinds = []
     while len(got) < 3 * n + 2:
         kinds.append(c.wait_msg())
-    # umqtt's op codes: 0x30 PUBLISH (at least the last QoS 0 one), maybe
-    # 0x60 PUBREL of a QoS 2 message still completing
-    assert 0x30 in kinds and all(k in (0x30, 0x60) for k in kinds), kinds
+    # umqtt's: the packet's first byte, 0x30 | QoS << 1 for a PUBLISH (at
+    # least the last QoS 0 one), maybe 0x62 PUBREL of a QoS 2 one completing
+    assert 0x30 in kinds and all(k in (0x30, 0x32, 0x34, 0x62) for k in kinds), kinds
     for q in (0, 1, 2):
         assert [m for t, m in got if t == base + b"/q%d" % q] == \
             [b"%d-%d" % (q, i) for i in range(n)], got
@@ -160,7 +160,7 @@ def errors(host, port, tag, version=4):
     c.subscribe(b"t")
     # The server closes the link (a forbidden packet type 0 is malformed):
     # check_msg() raises OSError, like umqtt on a closed socket
-    c.sock.write(b"\x00\x00", 0, 2)
+    c.sock.send(b"\x00\x00")  # the socket itself, on both runtimes
     e = _raises((OSError, MQTTException), _pump, c, lambda: False)
     kind = type(e).__name__
     _raises(OSError, c.check_msg)
@@ -206,3 +206,125 @@ def tls(host, port, tag, version, ca_der, other_der):
         refused = type(e).__name__
     assert refused
     return {"received": len(got), "refused": refused}
+
+
+# ---- what umqtt.simple takes with its defaults ------------------------------------------
+
+def umqtt_defaults(host, port, tag, version=4, lib="frugalmqtt.simple"):
+    """Default-sized clients, umqtt.simple's API only, so the same function
+    runs against micropython-lib's umqtt.simple (lib="umqtt.simple", on the
+    unix port): messages bigger than the facade's buffers both ways, the
+    return values, and c.sock in select.poll()."""
+    import select
+    import sys
+    __import__(lib)
+    Client = sys.modules[lib].MQTTClient
+    kw = {} if lib == "umqtt.simple" else {"version": version}
+    base = tag.encode()
+    big = bytes(range(256)) * 19 + b"0123456789abcdef"  # 4880 bytes
+    got = []
+    p = Client(tag + "-p", host, port, **kw)
+    assert p.connect() == 0
+    # a QoS 1 message over a slot (and a retained one over the receive
+    # buffer, below): written from this buffer, publish() waits for PUBACK
+    assert p.publish(base + b"/big", big, retain=True, qos=1) is None
+    s = Client(tag + "-s", host, port, **kw)
+    s.set_callback(lambda t, m: got.append((t, m)))
+    assert s.connect() == 0
+    assert s.check_msg() is None
+    assert s.subscribe(base + b"/big", 1) is None
+    kinds = [s.wait_msg()]  # the retained message: 0x30 | QoS 1 << 1 | retain
+    assert got == [(base + b"/big", big)], [(t, len(m)) for t, m in got]
+    assert s.subscribe(base + b"/live", 1) is None
+    assert p.publish(base + b"/live", b"q" * 300, qos=1) is None
+    kinds.append(s.wait_msg())
+    assert p.publish(base + b"/live", b"z" * 600) is None  # over the facade's tx_size
+    kinds.append(s.wait_msg())
+    assert got[1:] == [(base + b"/live", b"q" * 300), (base + b"/live", b"z" * 600)]
+    # c.sock is the socket: an application polls it beside its other streams
+    poller = select.poll()
+    poller.register(s.sock, select.POLLIN)
+    p.publish(base + b"/live", b"polled")
+    assert poller.poll(5000), "no POLLIN for a message"
+    kinds.append(s.check_msg())
+    assert got[-1] == (base + b"/live", b"polled"), got[-1]
+    s.ping()
+    kinds.append(s.wait_msg())  # PINGRESP: None
+    assert s.check_msg() is None
+    p.publish(base + b"/big", b"", retain=True)  # clear it
+    p.disconnect()
+    s.disconnect()
+    return {"kinds": kinds, "sizes": [len(m) for t, m in got]}
+
+
+# ---- frugalmqtt.robust: reconnect after a broker restart and dropped links ----------------
+
+def robust_restart(host, port, tag, version=4):
+    """umqtt.robust usage: wait_msg() while the host stops the broker and
+    starts it again (persistence on: the session and its subscriptions
+    survive), then publish() and subscribe() on a dropped link; log() and
+    DEBUG as umqtt.robust."""
+    from frugalmqtt.robust import MQTTClient as Robust
+    logged = []
+    got = []
+
+    class Client(Robust):
+        DELAY = 0.2
+
+        def log(self, in_reconnect, e):
+            logged.append(in_reconnect)
+            Robust.log(self, in_reconnect, e)
+
+    base = tag.encode()
+    c = Client(tag + "-r", host, port, keepalive=10, version=version)
+    c.DEBUG = True
+    c.set_callback(lambda t, m: got.append((t, m)))
+    c.connect(False)
+    c.subscribe(base + b"/in", 1)
+    c.subscribe(base + b"/out", 1)
+    c.publish(base + b"/out", b"ready", qos=1)
+    while (base + b"/in", b"stop") not in got:
+        c.wait_msg()  # the broker goes away meanwhile: reconnect() every DELAY
+    restart = list(logged)
+    # a dropped link: publish() and subscribe() reconnect and go on
+    c.sock.close()
+    assert c.publish(base + b"/out", b"after-drop", qos=1) is None
+    c.sock.close()
+    assert c.subscribe(base + b"/more", 1) is None
+    c.publish(base + b"/more", b"more", qos=1)
+    while (base + b"/more", b"more") not in got:
+        c.wait_msg()
+    c.sock.close()
+    assert c.check_msg() is None  # reconnects, then nothing waiting
+    c.disconnect()
+    return {"restart": restart, "logged": logged, "got": _text(got)}
+
+
+def big_messages(host, port, tag, version=4):
+    """Messages over the facade's buffers at every QoS, both versions: out
+    from the caller's buffer (QoS 2 through PUBREC/PUBREL/PUBCOMP), in
+    through a buffer of their own (3.1.1; on 5.0 the receiver sizes its
+    max_packet, which it advertises)."""
+    base = tag.encode()
+    got = []
+    kw = {"max_packet": 4096} if version == 5 else {}
+    s = MQTTClient(tag + "-s", host, port, version=version, **kw)
+    s.set_callback(lambda t, m: got.append((t, m)))
+    s.connect()
+    s.subscribe(base + b"/big", 2)
+    p = MQTTClient(tag + "-p", host, port, version=version)
+    p.connect()
+    for t in (b"a/#", b"", b"a\xc0\xaf"):  # a wildcard, empty, an overlong UTF-8 sequence
+        _raises(ValueError, p.publish, t, b"x" * 1500, qos=1)
+    sent = []
+    for q in (0, 1, 2):
+        m = bytes([0x41 + q]) * (1500 + q)
+        assert p.publish(base + b"/big", m, qos=q) is None
+        sent.append((base + b"/big", m))
+    assert p.publish(tag + "/big", "small", qos=2) is None  # the table again, after those
+    sent.append((base + b"/big", b"small"))
+    assert _pump(s, lambda: len(got) == 4), [(t, len(m)) for t, m in got]
+    assert got == sent, [(t, len(m)) for t, m in got]
+    p.disconnect()
+    s.disconnect()
+    return {"sizes": [len(m) for t, m in got]}
