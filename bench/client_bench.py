@@ -338,8 +338,8 @@ def measure_imports(mp, modules, roms, log=print):
     modules in a ROMFS image (roms: {"full": image, "lite": image}). The
     telemetry profile is measured once its modules are in the tree."""
     out = {}
-    for p in ("full", "pub", "session", "lite", "liteprops", "telemetry"):
-        if p == "telemetry" and not profiles.available(p):
+    for p in ("full", "pub", "session", "lite", "liteprops", "telemetry", "telemprops"):
+        if p.startswith("telem") and not profiles.available("telemetry"):
             log("  imports telemetry: %s" % profiles.awaiting(p))
             continue
         _, lines = mp.run("imports", p, *modules, net=False)
@@ -546,8 +546,11 @@ def build_report(facts, mpy_sizes, alloc, calib, alias, imports, heap, speed, no
         % "+".join(ses_mods), kb(ses_heap), "≤ 16 KB (full)", ses_heap <= T_IMPORT_FULL)
     if "telemetry" in imports:
         tel_heap, tel_mods = imports["telemetry"]
-        row("Heap after import, telemetry profile (telem.Telemetry, outbox.Outbox, liteprops:"
-            " %s)" % "+".join(tel_mods), kb(tel_heap), "–", None)
+        row("Heap after import, telemetry profile (telem.Telemetry, outbox.Outbox: %s)"
+            % "+".join(tel_mods), kb(tel_heap), "–", None)
+        tp_heap, tp_mods = imports["telemprops"]
+        row("Heap after import, telemetry profile with PUBLISH properties (liteprops too: %s)"
+            % "+".join(tp_mods), kb(tp_heap), "–", None)
     else:
         row("Heap after import, telemetry profile", profiles.awaiting("telemetry"), "–", None)
     rom_note = "– (the targets are for .mpy on the filesystem)"

@@ -362,7 +362,9 @@ NOTES = """## How it was measured
 - frugalmqtt.telem: the telemetry profile, `frugalmqtt.telem.Telemetry` with an
   `frugalmqtt.outbox.Outbox` (a fresh 8 KB file), slots=8 max_packet=128, measured
   the same way (`bench/mp/mqttlibs.py` `telemetry()`); smallest heap: `bench/mp/heap_lite.py` with `telem`.
-  Its import row holds the whole profile (telem, outbox and liteprops).
+  Its import row, like lite's, holds what the heap run imports (telem and
+  outbox; a 5.0 device that sends PUBLISH properties adds liteprops, which
+  `make bench` reports beside it).
 - umqtt.simple / umqtt.robust: QoS 1 `publish()` blocks until its PUBACK; they write
   each PUBLISH in 3-4 `write()` calls without TCP_NODELAY, so on Linux loopback each
   QoS 1 message waits for the delayed ACK (about 40 ms): that is their QoS 1 rate

@@ -10,7 +10,9 @@
 # PROFILE session: the full engine without a driver, `from frugalmqtt.session
 #   import Session` (the core with receiving and aliases, sans-I/O).
 # PROFILE telemetry: the telemetry profile, `from frugalmqtt.telem import
-#   Telemetry`, `from frugalmqtt.outbox import Outbox` and liteprops.
+#   Telemetry` and `from frugalmqtt.outbox import Outbox` (as the heap run
+#   and a 3.1.1 device import it); telemprops: the same and liteprops, as a
+#   5.0 device that sends PUBLISH properties imports it.
 # PROFILE mods MODULE...: those modules (another library, for `make compare`).
 # PROFILE connect LIB HOST PORT MODULE...: the library's modules imported and
 #   a client connected (mqttlibs.connect; the adapter's own code not counted).
@@ -50,6 +52,9 @@ elif profile == "liteprops":  # a 5.0 device that also sends PUBLISH properties
 elif profile == "session":
     from frugalmqtt.session import Session
 elif profile == "telemetry":
+    from frugalmqtt.telem import Telemetry
+    from frugalmqtt.outbox import Outbox
+elif profile == "telemprops":
     from frugalmqtt.telem import Telemetry
     from frugalmqtt.outbox import Outbox
     from frugalmqtt.liteprops import props
