@@ -80,7 +80,8 @@ else:
 
     def _sync(f):
         f.flush()
-        fsync(f.fileno())
+        if hasattr(f, "fileno"):  # not wake.Store
+            fsync(f.fileno())
 
 
 class Outbox:
@@ -99,10 +100,13 @@ class Outbox:
         self.ca = 1  # Adler-32 sums being computed
         self.cb = 0
         self.c = None
-        try:
-            f = open(path, "r+b")
-        except OSError:
-            f = open(path, "w+b")
+        if type(path) is not str:
+            f = path  # a file object of its own (wake.Store: RTC memory)
+        else:
+            try:
+                f = open(path, "r+b")
+            except OSError:
+                f = open(path, "w+b")
         self.f = f
         self.gen = 0
         self.sb_off = self.sb_seq = 0
