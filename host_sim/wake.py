@@ -27,7 +27,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.properties import Properties
 from paho.mqtt.packettypes import PacketTypes
 
-from frugalmqtt_host.ref.codec import PUBACK, PUBCOMP
+from frugalmqtt_host.ref.codec import PUBACK, PUBCOMP, PUBLISH
 from .link import Link, Rule, protocol_violations
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,8 +238,18 @@ def run_case(case, device, broker, recorder, version, store_dir):
         elif k > 1 and stored[p] == 2:
             bad.append("QoS 2 %s delivered %d times" % (p, k))
     for link in links:
-        bad += ["%s: %s" % (cid, v) for v in protocol_violations(link.log)]
+        bad += ["%s: %s" % (cid, v) for v in protocol_violations(link.log) + resent(link.log)]
     return bad, steps
+
+
+def resent(log):
+    """A PUBLISH sent twice on one connection: a message that went right
+    after the CONNECT must not go again when the CONNACK comes (a resend is
+    only for a new connection [MQTT-4.4.0-1])."""
+    n = Counter((e["conn"], e["payload"]) for e in log
+                if e["dir"] == "c2s" and e["type"] == PUBLISH and e.get("qos"))
+    return ["PUBLISH %r sent %d times on connection %d" % (p, k, c)
+            for (c, p), k in n.items() if k > 1]
 
 
 def sweep(broker, runtimes=("cpython", "micropython"), versions=(5,), workers=4,
@@ -279,3 +289,23 @@ def sweep(broker, runtimes=("cpython", "micropython"), versions=(5,), workers=4,
     finally:
         recorder.stop()
     return failed, n
+
+
+def main(cfg):
+    """`python -m host_sim run wake_sweep`: the sweep on a broker of its own."""
+    import tempfile
+    from .broker import Mosquitto, find_mosquitto
+    binary = find_mosquitto()
+    if binary is None:
+        raise SystemExit("mosquitto not found; run `make setup`")
+    with tempfile.TemporaryDirectory(prefix="host_sim-wake-") as work:
+        broker = Mosquitto(binary, work, ["persistence true"]).start()
+        try:
+            failed, n = sweep(broker, cfg.get("runtimes", ["cpython", "micropython"]),
+                              cfg.get("versions", [5, 4]), cfg.get("workers", 4), work)
+        finally:
+            broker.stop()
+    for label, bad in failed.items():
+        print("FAILED %s: %s" % (label, "; ".join(bad)))
+    print("wake sweep: %d cases, %d failed" % (n, len(failed)))
+    return 1 if failed or not n else 0

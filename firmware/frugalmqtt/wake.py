@@ -132,6 +132,8 @@ class Wake(Telemetry):
         self.store = store
         kw["outbox"] = Outbox(store, len(store.b) - _STATE)
         Telemetry.__init__(self, *a, **kw)
+        self.went = bytearray(self.slots)  # 1: the slot's flow went before the CONNACK
+        self.parked = 0  # flows refused for a quota we overran: they go next connection
         s = store.b
         self.known = False
         self.user = 0
@@ -185,7 +187,7 @@ class Wake(Telemetry):
             self.save()  # the limits it gave
             for m in q0:  # QoS 0: no ack to wait for, they go once the CONNACK came
                 Core.publish(self, *m)
-            while self.n:
+            while self.n > self.parked:
                 left = deadline_ms - ticks_diff(ticks_ms(), t0)
                 if left <= 0:
                     break
@@ -201,6 +203,9 @@ class Wake(Telemetry):
         messages right behind it, in one write."""
         w = _Burst(sock)
         Core.begin(self, w, clean)
+        self.parked = 0
+        for i in range(self.slots):
+            self.went[i] = 0
         if self.known:
             self.early = self._early()
         w.send()
@@ -227,5 +232,19 @@ class Wake(Telemetry):
                 if self.prepare(i):
                     continue  # dropped (expired): the next one moved up
                 self._go(i)
+                self.went[i] = 1
             k += 1
         return k
+
+    def _free(self, i, reason):
+        """A flow ended (core.Core._free), except one that went before the
+        CONNACK and was refused for the server's quota (0x97: its Receive
+        Maximum dropped below the one remembered): that one stays stored
+        and goes again on the next connection, as the server did not take
+        it. It stays off this connection (no resend before a reconnect
+        [MQTT-4.4.0-1])."""
+        if reason == 0x97 and self.went[i]:
+            self.went[i] = 0
+            self.parked += 1
+            return
+        Core._free(self, i, reason)
