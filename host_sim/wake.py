@@ -126,15 +126,15 @@ def _pick(lines, key):
 
 # ---- make compare: N wakes, one QoS 1 reading each ------------------------------
 
-def run_wakes(lib, device, broker, recorder, cid, wakes=100, latency_ms=50, version=4, qos=1,
+def run_wakes(lib, device, upstream, recorder, cid, wakes=100, latency_ms=50, version=4, qos=1,
               store_dir="/tmp"):
     """Figures per wake, averaged over `wakes` wakes (one process each). cid:
     the client id (of the same length for every library: it is in the
-    CONNECT, the topic and the payload)."""
+    CONNECT, the topic and the payload); upstream: the broker's (host, port)."""
     store = os.path.join(str(store_dir), cid + ".rtc")
     if os.path.exists(store):
         os.remove(store)
-    link = Link((broker.host, broker.port), latency_ms=latency_ms, name=cid).start()
+    link = Link(upstream, latency_ms=latency_ms, name=cid).start()
     sent = []
     first = []  # each wake's first connection
     cpu = wall = 0.0
