@@ -237,6 +237,10 @@ class Link:
     async def _pump(self, conn, d):
         reader, writer = conn.reader[d], conn.writer[d]
         split = wire.Splitter()
+        # with a fixed latency the reading goes on while packets wait to be
+        # delivered (a pipe): each is stamped when it arrived
+        q = asyncio.Queue() if self.latency_ms else None
+        out = asyncio.ensure_future(self._deliver(conn, d, q, writer)) if q else None
         try:
             while True:
                 data = await reader.read(65536)
@@ -250,12 +254,27 @@ class Link:
                 for raw in split.feed(data):
                     if conn.cut or conn.blackholed:
                         break
-                    await self._packet(conn, d, raw, writer, t_read)
+                    if q:
+                        q.put_nowait((raw, t_read))
+                    else:
+                        await self._packet(conn, d, raw, writer)
         except (OSError, asyncio.IncompleteReadError):
             pass
+        if q:
+            q.put_nowait(None)
+            await out
         if d == "s2c" and conn.blackholed and not conn.cut:
             return  # the broker gave up on a black-holed link: the device must notice
         self._cut(conn, hard=d == "c2s")
+
+    async def _deliver(self, conn, d, q, writer):
+        while True:
+            item = await q.get()
+            if item is None:
+                return
+            if not (conn.cut or conn.blackholed):
+                await self._packet(conn, d, item[0], writer, item[1])
+
     async def _packet(self, conn, d, raw, writer, t_read=0.0):
         if d == "c2s" and raw[0] >> 4 == CONNECT:
             conn.version = wire.connect_version(raw)

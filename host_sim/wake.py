@@ -163,6 +163,7 @@ def run_wakes(lib, device, upstream, recorder, cid, wakes=100, latency_ms=50, ve
             # the first wake (nothing remembered yet), then the mean of the others
             "round_trips_first": trips[0] if trips else float("nan"),
             "round_trips": sum(trips[1:]) / len(trips[1:]) if trips[1:] else float("nan"),
+            "round_trips_each": trips,
             "bytes_up": link.bytes["c2s"] / wakes, "bytes_down": link.bytes["s2c"] / wakes,
             "wall_ms": wall / wakes, "cpu_ms": cpu * 1000 / wakes,
             "lost": sum(1 for k in n if not k), "dup": sum(1 for k in n if k > 1),
