@@ -153,3 +153,25 @@ def test_wake_sweep_scenario(tmp_path, mosquitto):
     assert failed == {}
     steps = 17  # store writes, socket writes and packets read in a wake carrying QoS 1 and 2
     assert n == len(cfg["runtimes"]) * len(cfg["versions"]) * (16 + steps + 1)
+
+
+def test_compare_wake_table_fast(mosquitto, tmp_path):
+    """`make compare`'s deep-sleep table in a fast mode (3 wakes, 10 ms each
+    way, frugalmqtt only: the other libraries are fetched by compare)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import compare
+    broker = mosquitto()
+    rec = wake.Recorder(broker.host, broker.port)
+    try:
+        r = wake.run_wakes("frugalmqtt", wake.Device("micropython"), (broker.host, broker.port),
+                           rec, "wake-0", wakes=3, latency_ms=10, store_dir=str(tmp_path))
+    finally:
+        rec.stop()
+    assert (r["lost"], r["dup"], r["sent"], r["connections"]) == (0, 0, 3, 3)
+    assert r["violations"] == [] and r["bytes_down"] == 8  # 3.1.1 CONNACK + PUBACK
+    assert r["bytes_up"] == 20 + 27 + 2  # CONNECT, PUBLISH of "wake-0-00N" to wake/wake-0, DISCONNECT
+    tbl = compare.wake_table({compare.TELEM: r}, 3, 10)
+    assert "| 3 wakes, one QoS 1 reading each, 10 ms each way | frugalmqtt (wake.Wake) |" in tbl
+    assert "| messages lost / duplicated | 0 / 0 of 3 |" in tbl

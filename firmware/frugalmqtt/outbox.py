@@ -88,7 +88,8 @@ class Outbox:
     """A ring file of `size` bytes at `path`, created or reopened. Give it to
     a client: MQTTClient(..., outbox=Outbox("/outbox.bin", 16384)). The file
     belongs to the outbox: one that is not an outbox file (no valid
-    superblock) is started afresh; an outbox of another size is refused."""
+    superblock) is started afresh; an outbox of another size is refused.
+    `path` may also be an open file object of its own (wake.Store)."""
 
     def __init__(self, path, size):
         if size < _DATA + 256:
