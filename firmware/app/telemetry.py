@@ -207,7 +207,9 @@ class Telemetry:
             self.log("mqtt: link lost: %r" % (e,))
             c.close()
 
-    def sample(self):
+    def sample(self, batch=None):
+        """Read every sensor once and publish each reading, or (battery mode)
+        add it to `batch` for the wake's cycle."""
         ts = epoch_ms()
         for i, s in enumerate(self.sensors):
             try:
@@ -215,8 +217,11 @@ class Telemetry:
             except Exception as e:
                 self.log("sensor %s: %r" % (s.name, e))
                 continue
-            self.publish(self.topics[i], payload(self.dev, self.seq, ts, s.name, v),
-                         self.props[i])
+            data = payload(self.dev, self.seq, ts, s.name, v)
+            if batch is None:
+                self.publish(self.topics[i], data, self.props[i])
+            else:
+                batch.append((self.topics[i], data, self.qos, False, self.props[i]))
         self.seq += 1
 
     def status(self):
@@ -266,16 +271,7 @@ class Telemetry:
         self.seq = c.user  # the sequence number kept with the session's state
         msgs = []
         for _ in range(w.get("readings", 1)):
-            ts = epoch_ms()
-            for i, s in enumerate(self.sensors):
-                try:
-                    v = s.read()
-                except Exception as e:
-                    self.log("sensor %s: %r" % (s.name, e))
-                    continue
-                msgs.append((self.topics[i], payload(self.dev, self.seq, ts, s.name, v),
-                             self.qos, False, self.props[i]))
-            self.seq += 1
+            self.sample(msgs)
         c.user = self.seq
         ended = c.cycle(msgs, w.get("deadline_ms", 5000))
         self.log("wake: %d readings, %d acknowledged, %d waiting" % (
