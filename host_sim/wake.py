@@ -174,7 +174,8 @@ def run_wakes(lib, device, upstream, recorder, cid, wakes=100, latency_ms=50, ve
 
 # A resumed cycle with one QoS 1 and one QoS 2 message stored: its packets, by
 # direction, in the order they go (the sweep cuts before and after each).
-CYCLE = {"c2s": [("CONNECT", 1), ("PUBLISH", 1), ("PUBLISH", 2), ("PUBREL", 1)],
+CYCLE = {"c2s": [("CONNECT", 1), ("PUBLISH", 1), ("PUBLISH", 2), ("PUBREL", 1),
+                 ("DISCONNECT", 1)],
          "s2c": [("CONNACK", 1), ("PUBACK", 1), ("PUBREC", 1), ("PUBCOMP", 1)]}
 
 

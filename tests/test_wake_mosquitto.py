@@ -152,7 +152,8 @@ def test_wake_sweep_scenario(tmp_path, mosquitto):
                            str(tmp_path), log=lambda m: None)
     assert failed == {}
     steps = 17  # store writes, socket writes and packets read in a wake carrying QoS 1 and 2
-    assert n == len(cfg["runtimes"]) * len(cfg["versions"]) * (16 + steps + 1)
+    cuts = 2 * (5 + 4)  # before and after each packet of the cycle, both ways
+    assert n == len(cfg["runtimes"]) * len(cfg["versions"]) * (cuts + steps + 1)
 
 
 def test_compare_wake_table_fast(mosquitto, tmp_path):
