@@ -144,9 +144,10 @@ def test_reset_after_pubrec_resumes_with_pubrel(rig, runtime):
 
 def test_wake_sweep_scenario(tmp_path, mosquitto):
     """host_sim/scenarios/wake_sweep.toml: every cut point, every reset
-    step, a broker restart, on both runtimes and versions."""
+    step, a broker restart, on both runtimes; here at 5.0 only (the scenario,
+    in `make scenarios`, runs 3.1.1 too), to keep `make test` short."""
     from host_sim import scenario
-    cfg = scenario.load("wake_sweep")["wake"]
+    cfg = dict(scenario.load("wake_sweep")["wake"], versions=[5])
     broker = mosquitto("persistence true")
     failed, n = wake.sweep(broker, cfg["runtimes"], cfg["versions"], cfg["workers"],
                            str(tmp_path), log=lambda m: None)
