@@ -98,7 +98,7 @@ reboot-soak:
 
 # The host simulator's whole scenario set (a few minutes; `make test` runs
 # the small versions). Traces go to traces/run=<id>/.
-SCENARIOS ?= edge basic scripted_cuts micropython sweep soak fleet
+SCENARIOS ?= edge basic scripted_cuts micropython sweep wake_sweep soak fleet
 .PHONY: scenarios
 scenarios:
 	for s in $(SCENARIOS); do $(PY) -m host_sim run $$s --out traces || exit 1; done

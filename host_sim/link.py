@@ -18,6 +18,11 @@ their packet id):
 Every rule can also refuse reconnects for `refuse_s` seconds after it fired
 (connections are accepted and closed at once). Link-wide: `delay_ms` and
 `jitter_ms` per packet, `rate_bps` (throttle), `refuse(seconds)`, `cut()`.
+`latency_ms` is a fixed one-way latency instead (a pipe: every packet arrives
+latency_ms after it left, however many are in flight), and the proxy, which
+accepts at once, charges the TCP handshake: the device's first bytes leave
+one round trip after it opened the connection. `t_open` (per connection) and
+each packet's `due` (when the other end gets it) time a round trip count.
 
 All links share one asyncio loop in a daemon thread, so a fleet of hundreds
 costs no threads; the public methods are plain blocking calls.
@@ -103,9 +108,11 @@ class Link:
     """Listens on 127.0.0.1:port (free) and proxies to upstream (host, port)."""
 
     def __init__(self, upstream, rules=(), delay_ms=0, jitter_ms=0, rate_bps=0, seed=0,
-                 name="link"):
+                 name="link", latency_ms=0):
         self.upstream = upstream
         self.rules = list(rules)
+        self.latency_ms = latency_ms
+        self.t_open = []  # when each connection was accepted
         self.delay_ms = delay_ms
         self.jitter_ms = jitter_ms
         self.rate_bps = rate_bps
@@ -210,7 +217,8 @@ class Link:
             cw.close()
 
     async def _accept(self, cr, cw):
-        if time.monotonic() < self.refuse_until:
+        t_open = time.monotonic()
+        if t_open < self.refuse_until:
             self.refused += 1
             cw.close()
             return
@@ -221,17 +229,24 @@ class Link:
             cw.close()
             return
         conn = _Conn(len(self.conns), cr, cw, ur, uw)
+        conn.t_open = t_open
+        self.t_open.append(t_open)
         self.conns.append(conn)
         await asyncio.gather(self._pump(conn, "c2s"), self._pump(conn, "s2c"))
 
     async def _pump(self, conn, d):
         reader, writer = conn.reader[d], conn.writer[d]
         split = wire.Splitter()
+        # with a fixed latency the reading goes on while packets wait to be
+        # delivered (a pipe): each is stamped when it arrived
+        q = asyncio.Queue() if self.latency_ms else None
+        out = asyncio.ensure_future(self._deliver(conn, d, q, writer)) if q else None
         try:
             while True:
                 data = await reader.read(65536)
                 if not data:
                     break
+                t_read = time.monotonic()
                 if conn.cut and d == "s2c":
                     break
                 if conn.cut or conn.blackholed:
@@ -239,13 +254,28 @@ class Link:
                 for raw in split.feed(data):
                     if conn.cut or conn.blackholed:
                         break
-                    await self._packet(conn, d, raw, writer)
+                    if q:
+                        q.put_nowait((raw, t_read))
+                    else:
+                        await self._packet(conn, d, raw, writer)
         except (OSError, asyncio.IncompleteReadError):
             pass
+        if q:
+            q.put_nowait(None)
+            await out
         if d == "s2c" and conn.blackholed and not conn.cut:
             return  # the broker gave up on a black-holed link: the device must notice
         self._cut(conn, hard=d == "c2s")
-    async def _packet(self, conn, d, raw, writer):
+
+    async def _deliver(self, conn, d, q, writer):
+        while True:
+            item = await q.get()
+            if item is None:
+                return
+            if not (conn.cut or conn.blackholed):
+                await self._packet(conn, d, item[0], writer, item[1])
+
+    async def _packet(self, conn, d, raw, writer, t_read=0.0):
         if d == "c2s" and raw[0] >> 4 == CONNECT:
             conn.version = wire.connect_version(raw)
         e = wire.describe(raw, conn.version)
@@ -265,6 +295,11 @@ class Link:
         start = self.bytes[d]
         self.bytes[d] += len(raw)
         delay = self.delay_ms + (self.rng.uniform(0, self.jitter_ms) if self.jitter_ms else 0)
+        if self.latency_ms:
+            lat = self.latency_ms / 1000
+            t = max(t_read, conn.t_open + 2 * lat) if d == "c2s" else t_read
+            e["due"] = t + lat
+            delay = max(0.0, e["due"] - time.monotonic()) * 1000
         if delay:
             await asyncio.sleep(delay / 1000)
             if conn.cut or conn.blackholed:

@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO / "firmware" / "app"))
 import profiles  # noqa: E402
 import sensors  # noqa: E402
 
-INTERFACE = {"NAME", "PINS", "HEAP_BUDGET", "SENSORS", "SESSION", "TLS", "set_clock",
-             "deep_sleep", "reset"}
+INTERFACE = {"NAME", "PINS", "HEAP_BUDGET", "SENSORS", "SESSION", "TLS", "WAKE_STORE",
+             "set_clock", "deep_sleep", "reset"}
 SESSION_KEYS = {"max_packet", "tx_size", "slots", "slot_size", "inbound", "aliases_out",
                 "aliases_in", "alias_topic_max"}
 

@@ -120,6 +120,33 @@ def test_deep_sleep_keeps_the_sequence_across_resets(tmp_path, mosquitto):
     assert [schema.decode_payload(m.payload)[1] for m in msgs] == [0, 1, 2]
 
 
+def test_battery_mode_publishes_each_wake_in_one_cycle(tmp_path, mosquitto):
+    """"wake" in the config: each run of the firmware is one wake (2 readings
+    of each sensor, one frugalmqtt.wake cycle, then deep sleep: the process
+    ends). The sequence number and the session's state live in the unix
+    board's RTC stand-in (rtc.bin); a wake with the broker down keeps its
+    readings for the next one."""
+    broker = mosquitto("persistence true")
+    sub = PahoSubscriber(broker, "sensors/unix-1/temp", version=5, qos=1, persistent=True)
+    try:
+        cfg = config(broker, samples=0, status_every=0, sensors=["sim_temp"],
+                     session={"slots": 4, "slot_size": 160},
+                     wake={"period_ms": 10, "readings": 2, "deadline_ms": 3000})
+        rc, out = run_firmware(tmp_path, cfg)
+        assert rc == 0 and "wake: 2 readings, 2 acknowledged, 0 waiting" in out, out
+        broker.stop()
+        rc, out = run_firmware(tmp_path, cfg)
+        assert rc == 0 and "wake: 2 readings, 0 acknowledged, 2 waiting" in out, out
+        broker.start()
+        rc, out = run_firmware(tmp_path, cfg)
+        assert rc == 0 and "wake: 2 readings, 4 acknowledged, 0 waiting" in out, out
+        msgs = sub.wait(lambda ms: len(ms) >= 6, "six readings")
+    finally:
+        sub.stop()
+    assert sorted(schema.decode_payload(m.payload)[1] for m in msgs) == list(range(6))
+    assert not (tmp_path / "seq.txt").exists()  # kept in the wake store instead
+
+
 def test_wifi_gives_up_after_its_retries(tmp_path, mosquitto):
     broker = mosquitto()
     cfg = config(broker, wifi={"ssid": "unreachable-ap", "timeout_ms": 200, "retries": 2,

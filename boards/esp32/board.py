@@ -22,6 +22,11 @@ SESSION = {"slots": 8, "slot_size": 256, "max_packet": 1024, "tx_size": 512, "in
 TLS = {"ntp": True}
 _MAGIC = b"FQ"
 
+# The battery mode's store (config "wake", frugalmqtt.wake.Store): RTC slow
+# memory, 2 KB kept through deep sleep (not a power cycle), no flash wear.
+# It takes the whole RTC memory: the sequence number then lives in it too.
+WAKE_STORE = None
+
 
 def set_clock():
     try:

@@ -22,6 +22,11 @@ TLS = {"ntp": True}
 # small flash write per sample in deep-sleep mode; idle mode writes it only
 # when it stops).
 
+# The battery mode's store (config "wake", frugalmqtt.wake.Store): the
+# RP2040 keeps no RAM through machine.deepsleep(), so a file in flash,
+# replaced whole (renamed over) on each write.
+WAKE_STORE = "wake.bin"
+
 
 def set_clock():
     try:

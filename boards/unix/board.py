@@ -17,6 +17,10 @@ TLS = {"ntp": False}
 # The sequence number outlives a "deep sleep" in telemetry's default store,
 # the file seq.txt.
 
+# The battery mode's store (config "wake", frugalmqtt.wake.Store): a file
+# standing in for RTC memory.
+WAKE_STORE = "rtc.bin"
+
 
 def set_clock():
     pass

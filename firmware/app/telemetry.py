@@ -6,6 +6,14 @@
 # client.poll() (keep-alive and acks go on) or deep-sleeps (sleep: "deep";
 # the sequence number survives in the board's state store).
 #
+# Battery mode ("wake" in the config: period_ms, readings, deadline_ms,
+# store_size): each wake takes `readings` samples of every sensor, publishes
+# them in one frugalmqtt.wake cycle (CONNECT and the readings in one write,
+# the acks collected until the deadline), and deep-sleeps for period_ms; what
+# was not acknowledged, the packet ids, the server's limits and the sequence
+# number wait in the board's wake store (board.WAKE_STORE: None for RTC
+# memory, else a file) for the next wake.
+#
 # The client is the telemetry profile, frugalmqtt.telem.Telemetry
 # (publish-only, with outbound topic aliases and, with "outbox" in the
 # config, frugalmqtt.outbox.Outbox: readings survive a reset and wait in a
@@ -136,11 +144,18 @@ class Telemetry:
         kw = {"slots": s.get("slots", 4), "max_packet": s.get("slot_size", 256),
               "tx_size": s.get("tx_size", 0), "rx_size": s.get("rx_size", 64),
               "aliases_out": s.get("aliases_out", 4)}
+        w = self.cfg.get("wake")
         o = self.cfg.get("outbox")
-        if o:
+        cls = Telemetry
+        if w:
+            from frugalmqtt.wake import Wake, Store
+            cls = Wake
+            kw["store"] = Store(w.get("store_size", 2048), getattr(self.board, "WAKE_STORE",
+                                                                    None))
+        elif o:
             from frugalmqtt.outbox import Outbox
             kw["outbox"] = Outbox(o["path"], o["size"])
-        return Telemetry(self.dev, b["host"], b.get("port", 0), self.version,
+        return cls(self.dev, b["host"], b.get("port", 0), self.version,
                          user=b.get("user"), password=b.get("password"),
                          keepalive=b.get("keepalive", 60), ssl=tls_context(self.cfg.get("tls")),
                          clean=b.get("clean", False), timeout_ms=b.get("timeout_ms", 5000), **kw)
@@ -192,7 +207,9 @@ class Telemetry:
             self.log("mqtt: link lost: %r" % (e,))
             c.close()
 
-    def sample(self):
+    def sample(self, batch=None):
+        """Read every sensor once and publish each reading, or (battery mode)
+        add it to `batch` for the wake's cycle."""
         ts = epoch_ms()
         for i, s in enumerate(self.sensors):
             try:
@@ -200,8 +217,11 @@ class Telemetry:
             except Exception as e:
                 self.log("sensor %s: %r" % (s.name, e))
                 continue
-            self.publish(self.topics[i], payload(self.dev, self.seq, ts, s.name, v),
-                         self.props[i])
+            data = payload(self.dev, self.seq, ts, s.name, v)
+            if batch is None:
+                self.publish(self.topics[i], data, self.props[i])
+            else:
+                batch.append((self.topics[i], data, self.qos, False, self.props[i]))
         self.seq += 1
 
     def status(self):
@@ -227,6 +247,8 @@ class Telemetry:
                 sleep_ms(min(left, 1000))
 
     def run(self):
+        if self.cfg.get("wake"):
+            return self.wake()
         n = 0
         due = ticks_ms()
         while not self.samples or n < self.samples:
@@ -241,6 +263,22 @@ class Telemetry:
             if not self.samples or n < self.samples:
                 self.wait(due)
         self.stop()
+
+    def wake(self):
+        """One wake of the battery mode: sample, one publish cycle, deep sleep."""
+        w = self.cfg["wake"]
+        c = self.client
+        self.seq = c.user  # the sequence number kept with the session's state
+        msgs = []
+        for _ in range(w.get("readings", 1)):
+            self.sample(msgs)
+        c.user = self.seq
+        ended = c.cycle(msgs, w.get("deadline_ms", 5000))
+        self.log("wake: %d readings, %d acknowledged, %d waiting" % (
+            len(msgs), len(ended), c.pending()))
+        period = w.get("period_ms", self.period)
+        self.log("sleep: deep for %d ms" % period)
+        self.board.deep_sleep(period)
 
     def sleep_deep(self):
         c = self.client

@@ -225,6 +225,7 @@ class Core:
             raise _why("v311_ids")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
+        self.early = 0  # flows at the front of order sent before the CONNACK (wake.py)
         b = self.img[-1]
         n = len(self.hello)
         b[_HEAD:_HEAD + n] = self.hello
@@ -589,6 +590,8 @@ class Core:
                 if self.state[i] == _COMP:
                     if not sp:
                         self._free(i, SESSION_LOST)
+                        if k < self.early:
+                            self.early -= 1
                         continue
                     u += 1
                 k += 1
@@ -598,7 +601,10 @@ class Core:
             k = 0
             while k < self.n:
                 i = self.order[k]
-                if self.state[i] == _COMP:
+                if k < self.early:  # sent after our CONNECT: the server has it [MQTT-3.1.4-5]
+                    if self.state[i] != _COMP:
+                        u += 1
+                elif self.state[i] == _COMP:
                     self._ack(0x62, self.pid[i])  # PUBREL again
                 else:
                     if not sp:

@@ -63,7 +63,8 @@ class Outbox:
     """A ring file of `size` bytes at `path`, created or reopened. Give it to
     a client: MQTTClient(..., outbox=Outbox("/outbox.bin", 16384)). The file
     belongs to the outbox: one that is not an outbox file (no valid
-    superblock) is started afresh; an outbox of another size is refused."""
+    superblock) is started afresh; an outbox of another size is refused.
+    `path` may also be an open file object of its own (wake.Store)."""
 
     def __init__(self, path, size):
         if size < _DATA + 256:
@@ -75,13 +76,16 @@ class Outbox:
         self.ca = 1  # Adler-32 sums being computed
         self.cb = 0
         self.c = None
-        try:
-            f = open(path, "r+b")
-        except OSError:
-            f = open(path, "w+b")
-        if sys.implementation.name != "micropython":
-            from ._cpython import File
-            f = File(f)  # the stream calls MicroPython files have
+        if type(path) is not str:
+            f = path  # a file object of its own (wake.Store: RTC memory)
+        else:
+            try:
+                f = open(path, "r+b")
+            except OSError:
+                f = open(path, "w+b")
+            if sys.implementation.name != "micropython":
+                from ._cpython import File
+                f = File(f)  # the stream calls MicroPython files have
         self.f = f
         self.gen = 0
         self.sb_off = self.sb_seq = 0
