@@ -66,7 +66,7 @@ def test_package_files_point_at_existing_sources():
 
 def test_each_profile_is_the_import_closure_of_its_entry_modules():
     assert set(profiles.PROFILES["lite"]) == closure("lite", "liteprops")
-    assert set(profiles.PROFILES["telemetry"]) == closure("telem", "liteprops", "outbox")
+    assert set(profiles.PROFILES["telemetry"]) == closure("telem", "liteprops", "outbox", "wake")
     assert set(profiles.PROFILES["full"]) == closure("client")
     assert set(profiles.PROFILES["asyncio"]) == closure("aclient")
     assert set(profiles.PROFILES["umqtt"]) == closure("simple", "robust")
@@ -96,10 +96,11 @@ def test_a_new_import_changes_the_profile(tmp_path, monkeypatch):
 
 
 def test_telemetry_profile_holds_what_its_driver_and_the_outbox_import():
-    # frugalmqtt.telem.Telemetry, the outbox, liteprops (the firmware's properties)
-    # err: where applications import the exceptions from (the core defines them)
+    # frugalmqtt.telem.Telemetry, the outbox, liteprops (the firmware's properties),
+    # wake (the battery mode's deep-sleep cycle); err: where applications import
+    # the exceptions from (the core defines them)
     assert set(profiles.PROFILES["telemetry"]) == closure("telem") | closure("outbox") | closure(
-        "liteprops") | {"__init__", "err"}
+        "liteprops") | closure("wake") | {"__init__", "err"}
     assert not {"recv", "props", "session", "client"} & set(profiles.PROFILES["telemetry"])
 
 

@@ -29,7 +29,7 @@ APP_DIR = REPO / "firmware" / "app"
 # listed by hand), so a profile follows the code when an import changes.
 ENTRIES = {
     "lite": ["lite", "liteprops"],        # lite.Publisher: publish-only
-    "telemetry": ["telem", "liteprops", "outbox"],  # + outbound aliases, the outbox
+    "telemetry": ["telem", "liteprops", "outbox", "wake"],  # + outbound aliases, the outbox, the deep-sleep cycle
     "full": ["client"],                   # client.MQTTClient: + receiving, subscribe
     "asyncio": ["aclient"],               # aclient.AMQTTClient
     "umqtt": ["simple", "robust"],        # the umqtt.simple and umqtt.robust facades over client
