@@ -121,6 +121,8 @@ class Core:
     props (and a will's): MQTT 5 properties as built by props.build(), added
     to the CONNECT's."""
 
+    sub_pids = ()  # ids of SUBSCRIBEs/UNSUBSCRIBEs in flight: recv.Receiver sets a table
+
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
                  rx_size=64, clock=ticks_ms, tx_size=0, props=b""):
@@ -181,7 +183,6 @@ class Core:
         self.n = 0  # flows in the table
         self.slots = slots
         self.last_pid = 0
-        self.sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
         self.rx = bytearray(rx_size)
         self.first = 0  # the first byte of the packet in rx
         self.sock = None  # the stream of the open connection
@@ -447,7 +448,7 @@ class Core:
         while True:
             pid = self.last_pid % 65535 + 1
             self.last_pid = pid
-            if pid == self.sub_pid:
+            if pid in self.sub_pids:
                 continue
             for k in range(self.n):
                 if self.pid[self.order[k]] == pid:
@@ -610,6 +611,8 @@ class Core:
             return
         if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
             Core.close(self)
+            if rl < 2:
+                r[1] = 0  # no properties: an empty block where recv reads them
             raise ServerError(r[0] if rl else 0)
         if t > 7:
             return self.inbound(t, rl)  # SUBACK, UNSUBACK

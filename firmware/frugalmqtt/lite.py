@@ -147,6 +147,11 @@ class Publisher(Core):
         if rl + 2 + s // 7 > len(r):
             # over our Maximum Packet Size (all of it counts, the fixed header
             # too): refused before any of it is read [MQTT-3.1.2-24] (5.0: 0x95)
-            raise self._fail(0x95)
+            return self.oversize(rl)
         self._fill(0, rl)
         return rl
+
+    def oversize(self, rl):
+        """A packet of rl body bytes over rx, its fixed header read: returns
+        the length to hand packet() (client.MQTTClient drains it)."""
+        raise self._fail(0x95)
