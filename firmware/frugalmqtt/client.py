@@ -1,11 +1,20 @@
 # The blocking client: the core with receiving (recv.Receiver) and outbound
 # aliases (alias.Aliases), over lite's blocking driver (socket, framing,
 # waiting), plus reconnect with bounded exponential backoff, subscriptions
-# made again after a reconnect that found no session, and helpers that wait.
+# made again after a reconnect that found no session, and helpers that wait
+# (each wait bounded by its timeout_ms).
+import errno
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from ._cpython import const
+
+_HEAD = const(5)  # core._HEAD
 
 try:
     from time import sleep_ms
@@ -34,10 +43,14 @@ class MQTTClient(Receiver, Aliases, Publisher):
     the server may set (our Topic Alias Maximum) of up to alias_topic_max
     bytes. `ssl`: an SSLContext (MicroPython `ssl`/`tls` or CPython `ssl`)
     set up with the CA to verify against. connect_props: props.build(..., 1)
-    bytes (or (id, value) pairs) for the CONNECT.
+    bytes (or (id, value) pairs) for the CONNECT; a Receive Maximum,
+    Maximum Packet Size, Topic Alias Maximum or Session Expiry Interval
+    among them is taken as inbound, max_packet, aliases_in, session_expiry.
 
     Callbacks: on_message(msg) with a reused recv.Message; on_done(pid,
-    reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
+    reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it);
+    on_suback(pid, codes) for each SUBACK/UNSUBACK; on_oversize(topic, size)
+    for an inbound PUBLISH over max_packet (see oversize()).
 
     `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
     a file: reloaded here, resumed on connect; publish() then stores QoS 1/2
@@ -50,15 +63,17 @@ class MQTTClient(Receiver, Aliases, Publisher):
                  timeout_ms=10000, clock=ticks_ms, outbox=None, max_packet=1024, tx_size=512,
                  slots=8, slot_size=256, inbound=8, aliases_out=8, aliases_in=4,
                  alias_topic_max=64):
-        self.rinit(inbound, aliases_in, alias_topic_max)
         p = b""
+        if version == 5 and connect_props:
+            from .cprops import split  # the settings among them
+            p, c = split(connect_props)
+            inbound = c.get(0x21, inbound)
+            max_packet = c.get(0x27, max_packet)
+            aliases_in = c.get(0x22, aliases_in)
+            session_expiry = c.get(0x11, session_expiry)
+        self.rinit(inbound, aliases_in, alias_topic_max)
         if version == 5:
-            p = self.rprops()
-            if connect_props:
-                if type(connect_props) is not bytes:
-                    from .props import build
-                    connect_props = build(connect_props, 1)
-                p += connect_props
+            p = self.rprops() + p
         Publisher.__init__(self, client_id, server, port, version, user, password, keepalive,
                            ssl, clean, session_expiry, will, slot_size, slots, max_packet,
                            timeout_ms, tx_size, p, clock)
@@ -66,8 +81,15 @@ class MQTTClient(Receiver, Aliases, Publisher):
             self.ainit(aliases_out)
         self.reconnect = reconnect
         self.backoff_min, self.backoff_max = backoff_ms
+        # the Session Expiry Interval the CONNECT carries (5.0 3.1.2.11.2)
+        self.session_expiry = session_expiry if session_expiry is not None else (
+            0 if clean else 0xFFFFFFFF)
         self.connects = 0  # successful connects so far
         self.last_error = None  # why the last (re)connect attempt failed
+        self.failed_at = 0  # ticks_ms() of the last failed attempt ...
+        self.retry_ms = 0  # ... and the backoff before the next (0: at once)
+        self.disconnect_reason = None  # the server's last DISCONNECT reason code
+        self.on_oversize = None  # on_oversize(topic, size)
         self.in_callback = False  # inside on_message: never wait for the network
         self.subscriptions = []  # (filter, options, props) to make again after a reconnect
         if outbox:
@@ -79,41 +101,93 @@ class MQTTClient(Receiver, Aliases, Publisher):
         refused, OSError on network trouble."""
         if clean is not None:
             self.clean = clean
-        sp = Publisher.connect(self, clean)
+        try:
+            sp = Publisher.connect(self, clean)
+        except ServerError:
+            self.keep_connack()  # refused: its reason string in connack_props
+            raise
         self.connects += 1
         return sp
 
-    def ensure_connected(self):
-        """Reconnect with bounded exponential backoff until connected (when
-        reconnect=True). Stored QoS 1/2 messages are resent by the session."""
-        delay = self.backoff_min
+    def ensure_connected(self, timeout_ms=-1):
+        """Connect if the link is down, with bounded exponential backoff
+        between attempts (reconnect=False: one attempt, its error raised).
+        Waits up to timeout_ms (-1: until connected; each attempt is cut to
+        the time left, except with 0, which makes one attempt when one is
+        due); True when connected, False when the time ran out (the backoff
+        goes on at the next call). Stored QoS 1/2 messages are resent by the
+        session. A refusal no retry mends raises at once (fatal())."""
+        t0 = ticks_ms()
         while not self.up:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            wait = self.retry_ms - ticks_diff(ticks_ms(), self.failed_at)
+            if wait > 0:  # backing off
+                if 0 <= left < wait:
+                    if left:
+                        sleep_ms(left)
+                    return False
+                sleep_ms(wait)
+                continue
+            if timeout_ms > 0 and left <= 0:
+                return False
+            t = self.timeout
+            if 0 < left < t:
+                self.timeout = left
             try:
-                if not self.connect():  # no session: subscribe again
-                    for f, opts, props in self.subscriptions:
-                        self._sub(((f, opts),), props, False, self.timeout)
-                return
+                sp = self.connect()
             except (OSError, MQTTError, ServerError) as e:
-                if not self.reconnect:
-                    raise
                 self.last_error = e
-            sleep_ms(delay)
-            delay = min(delay * 2, self.backoff_max)
+                if not self.reconnect or self.fatal(e):
+                    raise
+                self.failed_at = ticks_ms()
+                self.retry_ms = min(self.retry_ms * 2, self.backoff_max) or self.backoff_min
+                continue
+            finally:
+                self.timeout = t
+            self.retry_ms = 0
+            if not sp:  # no session: subscribe again; the acks come to on_suback
+                for f, opts, props in self.subscriptions:
+                    self._sub(((f, opts),), props, False)
+        return True
+
+    def fatal(self, e):
+        """True for a connect error no retry mends: the server refused our
+        credentials or client id (CONNACK 0x84-0x87, 0x8C; 3.1.1 return
+        codes 1, 2, 4, 5) or the server's certificate did not verify
+        (CPython's ssl.SSLCertVerificationError is an OSError)."""
+        if isinstance(e, ServerError):
+            return e.args[0] in (b"\x01\x02\x04\x05" if self.v == 4 else b"\x84\x85\x86\x87\x8c")
+        return type(e).__name__ == "SSLCertVerificationError"
 
     # ---- the loop -----------------------------------------------------------
 
     def poll(self, timeout_ms=0):
-        """Handle what the server sent (waiting up to timeout_ms for the first
-        packet) and keep-alive. Returns the type of the last packet handled, or
-        0. A broken link raises unless reconnect=True (then it reconnects)."""
+        """Handle what the server sent (waiting up to timeout_ms, -1: no limit,
+        for the first packet) and keep-alive. Returns the type of the last
+        packet handled, or 0. A broken link raises unless reconnect=True:
+        then it reconnects within what is left of timeout_ms (backoff
+        included; see ensure_connected()). A server DISCONNECT leaves its
+        reason in disconnect_reason, its properties in disconnect_props."""
+        t0 = ticks_ms()
         try:
-            return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
-        except (OSError, MQTTError, ServerError):
+            if self.sock is not None:
+                return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
+        except (OSError, MQTTError, ServerError) as e:
+            if isinstance(e, ServerError):
+                self.disconnect_reason = e.args[0]
+                self.keep_disconnect()
             self.close()
             if not self.reconnect:
                 raise
-            self.ensure_connected()
-            return 0
+            self.last_error = e
+            self.failed_at = ticks_ms()  # the first attempt after a working link goes at once
+            self.retry_ms = 0
+        if timeout_ms > 0:
+            timeout_ms -= ticks_diff(ticks_ms(), t0)
+            if timeout_ms <= 0:
+                return 0
+        self.ensure_connected(timeout_ms)
+        return 0
 
     def wait_msg(self, timeout_ms=-1):
         """Block until a packet arrives (or timeout): poll(timeout_ms)."""
@@ -126,6 +200,67 @@ class MQTTClient(Receiver, Aliases, Publisher):
             Receiver.inbound(self, t, n)
         finally:
             self.in_callback = False
+
+    def oversize(self, rl):
+        """A packet over max_packet (rl body bytes after its fixed header).
+        A PUBLISH is reported to on_oversize(topic, size), topic as bytes
+        (cut at max_packet), size the whole packet's bytes. On 3.1.1, where
+        the server cannot know our limit, it is read through rx and dropped
+        (no allocation but the topic) and acknowledged at QoS 1/2 as if
+        delivered: a retained one cannot make the client reconnect over and
+        over. On 5.0 the server broke our Maximum Packet Size
+        [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
+        See docs/protocol-decisions.md."""
+        r = self.rx
+        n = len(r)
+        first = self.first
+        qos = first >> 1 & 3
+        if first >> 4 != 3 or qos == 3:
+            raise self._fail(0x95 if first >> 4 != 3 else 0x81)  # [MQTT-3.3.1-4]
+        pos = pid = 0
+        po = -1  # where the packet id is
+        topic = None
+        while pos < rl:
+            m = rl - pos if rl - pos < n else n
+            self._fill(0, m)  # rx from 0: no memoryview
+            if not pos:
+                po = 2 + (r[0] << 8 | r[1])
+                topic = bytes(r[2:po if po < m else m])
+                if self.v == 5:
+                    break
+            if qos and pos <= po + 1 and po < pos + m:
+                if po >= pos:
+                    pid |= r[po - pos] << 8
+                if po + 1 < pos + m:
+                    pid |= r[po + 1 - pos]
+            pos += m
+        self.in_callback = True
+        try:
+            if self.on_oversize:
+                self.on_oversize(topic, 1 + rl + (1 if rl < 128 else 2 if rl < 16384 else 3 if rl < 2097152 else 4))
+        finally:
+            self.in_callback = False
+        if self.v == 5:
+            raise self._fail(0x95)
+        if qos and not pid:
+            raise self._fail(0x82)  # [MQTT-2.2.1-3]
+        if qos == 1:
+            self._ack(0x40, pid)  # [MQTT-4.3.2-4]
+        elif qos == 2:
+            i = 0
+            while i < self.in_max and self.in_pid[i] != pid:
+                i += 1
+            if i == self.in_max:  # a new one: its PUBREL finds it [MQTT-4.3.3-11]
+                i = 0
+                while i < self.in_max and self.in_pid[i]:
+                    i += 1
+                if i < self.in_max:
+                    self.in_pid[i] = pid
+            self._ack(0x50, pid)  # [MQTT-4.3.3-8]
+        # nothing left to dispatch: what packet() then sees is a PINGRESP,
+        # which only notes that the server is there (it just sent this)
+        self.first = 0xD0
+        return 0
 
     # ---- publishing -----------------------------------------------------------
 
@@ -164,19 +299,59 @@ class MQTTClient(Receiver, Aliases, Publisher):
 
     # ---- subscriptions --------------------------------------------------------
 
-    def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1):
-        """Subscribe to one filter and wait for SUBACK; returns its reason code
-        (the granted QoS, or >= 0x80 when refused). The subscription is made
-        again after a reconnect that found no session on the server."""
-        code = self._sub(((topic, qos | options),), props, False, timeout_ms)
-        if code < 0x80:
-            self._forget(topic)
-            self.subscriptions.append((topic, qos | options, props))
-        return code
+    def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1, sub_id=0,
+                  wait=True):
+        """Subscribe to a filter (str or bytes) with qos | options, or to a
+        list of filters and (filter, qos | options) pairs in one SUBSCRIBE.
+        options (5.0): props.NO_LOCAL, RETAIN_AS_PUBLISHED, RETAIN_IF_NEW or
+        RETAIN_NONE. sub_id (5.0): a Subscription Identifier (1..268435455)
+        the messages it brings carry. wait=True: waits for the SUBACK (up to
+        timeout_ms, -1 forever; OSError(ETIMEDOUT) if none came) and returns
+        its reason code (for a list: bytes, a code each), the granted QoS or
+        >= 0x80 when refused. wait=False: returns the packet id at once
+        (several may be in flight); the codes come to on_suback(pid, codes)
+        and suback(pid). Each subscription is made again after a reconnect
+        that found no session on the server (a refused one is forgotten)."""
+        items = self._items(topic, qos | options)
+        if sub_id:
+            props = list(_pairs(props)) + [(0x0B, sub_id)]  # SUBSCRIPTION_ID
+        if props and type(props) is not bytes:
+            from .props import build
+            props = build(props, 8)
+        pid = self._sub(items, props, False)
+        for f, opts in items:
+            self._forget(f)
+            self.subscriptions.append((f, opts, props))
+        if not wait:
+            return pid
+        codes = self._await(pid, items, props, False, timeout_ms)
+        for k in range(len(codes)):
+            if codes[k] >= 0x80:
+                self._forget(items[k][0])
+        return codes if type(topic) is list else codes[0]
 
-    def unsubscribe(self, topic, props=None, timeout_ms=-1):
-        self._forget(topic)
-        return self._sub((topic,), props, True, timeout_ms)
+    def unsubscribe(self, topic, props=None, timeout_ms=-1, wait=True):
+        """Unsubscribe from a filter or a list of them; waits for the
+        UNSUBACK and returns its reason code (bytes for a list; 0 / b"" on
+        3.1.1, whose UNSUBACK has none), or with wait=False the packet id
+        (as subscribe())."""
+        filters = topic if type(topic) is list else [topic]
+        for f in filters:
+            self._forget(f)
+        if props and type(props) is not bytes:
+            from .props import build
+            props = build(props, 10)
+        pid = self._sub(filters, props, True)
+        if not wait:
+            return pid
+        codes = self._await(pid, filters, props, True, timeout_ms)
+        return codes if type(topic) is list else codes[0] if codes else 0
+
+    def _items(self, topic, opts):
+        """[(filter, options)] for subscribe()."""
+        if type(topic) is not list:
+            return [(topic, opts)]
+        return [f if type(f) is tuple else (f, opts) for f in topic]
 
     def _forget(self, topic):
         for i in range(len(self.subscriptions)):
@@ -184,21 +359,77 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 del self.subscriptions[i]
                 return
 
-    def _sub(self, items, props, unsub, timeout_ms):
-        if props and type(props) is not bytes:
-            from .props import build
-            props = build(props, 10 if unsub else 8)
+    def _sub(self, items, props, unsub):
+        """Send the SUBSCRIBE/UNSUBSCRIBE (connecting first if need be, and
+        waiting while _SUBS others are in flight); returns its packet id."""
         if not self.up:
             self.ensure_connected()
         while True:
             pid = Receiver.subscribe(self, items, props, unsub)
             if pid != FULL:
-                break
+                return pid
             self.poll(100)
+
+    def _await(self, pid, items, props, unsub, timeout_ms):
+        """Wait for the ack of SUBSCRIBE/UNSUBSCRIBE pid; returns its codes.
+        Sent again if the link went down before it came."""
         t0 = ticks_ms()
-        while self.suback_pid != pid:
+        while True:
+            codes = self.suback(pid)
+            if codes is not None:
+                return codes
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
-                raise OSError("no SUBACK")
+                raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
+            if self.up and not self.sub_pending(pid):
+                pid = self._sub(items, props, unsub)  # lost with the link
             self.poll(left if left >= 0 else 1000)
-        return self.suback_code
+
+    # ---- disconnecting --------------------------------------------------------
+
+    def disconnect(self, reason=0, props=None, session_expiry=None):
+        """Send DISCONNECT and close; stored QoS 1/2 messages are kept.
+        5.0: reason (0: normal, 0x04: with the will message, ...), props
+        (props.build(..., 14) bytes or (id, value) pairs: Reason String, User
+        Property) and session_expiry, a new Session Expiry Interval for the
+        session the server keeps: not above 0 if the CONNECT's was 0
+        [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
+        if self.v == 4 or props is None and session_expiry is None:
+            return Core.disconnect(self, reason)
+        p = list(_pairs(props))
+        if session_expiry is not None:
+            p.append((0x11, session_expiry))  # SESSION_EXPIRY
+        from .props import build, Props
+        p = build(p, 14)
+        n = len(p)
+        c = bytes((n,)) if n < 128 else bytes((n & 0x7F | 0x80, n >> 7))
+        q = Props()
+        q.parse(c + p, 0, len(c) + n, 14)
+        if q.get_int(0x11, 0) and not self.session_expiry:
+            raise ValueError("session_expiry: the CONNECT's was 0")  # [MQTT-3.14.2-2]
+        b = self.img[-1]
+        if not 0 <= reason < 256 or _HEAD + 1 + len(c) + n > len(b):
+            raise ValueError("reason: 0..255; props: over tx_size")
+        b[_HEAD] = reason
+        o = _HEAD + 1 + len(c)
+        b[_HEAD + 1:o] = c
+        b[o:o + n] = p
+        if self.sock:
+            s = self._seal(b, o + n, 0xE0)
+            try:
+                self._send(b, s, o + n - s)
+            except OSError:
+                pass
+        Core.close(self)  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
+        if q.has(0x11):
+            self.session_expiry = q.get_int(0x11)
+
+
+def _pairs(props):
+    """props as (id, value) pairs: raw bytes are read back (5.0 2.2.2)."""
+    if not props:
+        return ()
+    if type(props) is not bytes:
+        return props
+    from .cprops import pairs
+    return pairs(props)
