@@ -170,7 +170,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         reason in disconnect_reason, its properties in disconnect_props."""
         t0 = ticks_ms()
         try:
-            if self.sock is not None:
+            if self.sock is not None or not self.reconnect:
                 return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
         except (OSError, MQTTError, ServerError) as e:
             if isinstance(e, ServerError):
@@ -313,6 +313,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
         and suback(pid). Each subscription is made again after a reconnect
         that found no session on the server (a refused one is forgotten)."""
         items = self._items(topic, qos | options)
+        if sub_id and self.v == 4:
+            raise ValueError("sub_id: MQTT 5 only")
         if sub_id:
             props = list(_pairs(props)) + [(0x0B, sub_id)]  # SUBSCRIPTION_ID
         if props and type(props) is not bytes:
@@ -421,8 +423,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
             except OSError:
                 pass
         Core.close(self)  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
-        if q.has(0x11):
-            self.session_expiry = q.get_int(0x11)
 
 
 def _pairs(props):

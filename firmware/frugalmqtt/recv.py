@@ -5,7 +5,6 @@
 # SUBSCRIBE/UNSUBSCRIBE and their acks. Its tables are sized once, in
 # rinit(); dispatching a message allocates nothing.
 import errno
-from array import array
 from .core import FULL, utf8
 from .props import Props
 
@@ -89,8 +88,8 @@ class Receiver:
         self.callback_error = None  # the last exception on_message raised
         # SUBSCRIBE/UNSUBSCRIBE in flight (core._pid skips their ids) and
         # the acks that came, kept for suback(pid) until the slot is reused
-        self.sub_pids = array("H", [0] * _SUBS)
-        self.sub_done = array("H", [0] * _SUBS)
+        self.sub_pids = [0] * _SUBS  # a list: MicroPython's array has no `in`
+        self.sub_done = [0] * _SUBS
         self.sub_codes = [None] * _SUBS
         self.on_suback = None  # on_suback(pid, codes) for each SUBACK/UNSUBACK
         self.suback_pid = 0  # the last SUBACK/UNSUBACK: its id and first code
