@@ -10,13 +10,6 @@ from .alias import Aliases
 from .lite import Publisher
 
 try:
-    from micropython import const
-except ImportError:  # CPython
-    from ._cpython import const
-
-_HEAD = const(5)  # core._HEAD
-
-try:
     from time import sleep_ms
 except ImportError:  # CPython
     from time import sleep as _sleep
@@ -104,7 +97,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         try:
             sp = Publisher.connect(self, clean)
         except ServerError:
-            self.keep_connack()  # refused: its reason string in connack_props
+            self.connack_raw = self.keep(2)  # refused: its reason string in connack_props
             raise
         self.connects += 1
         return sp
@@ -175,7 +168,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         except (OSError, MQTTError, ServerError) as e:
             if isinstance(e, ServerError):
                 self.disconnect_reason = e.args[0]
-                self.keep_disconnect()
+                self.disconnect_raw = self.keep(1)
             self.close()
             if not self.reconnect:
                 raise
@@ -212,32 +205,29 @@ class MQTTClient(Receiver, Aliases, Publisher):
         [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
         See docs/protocol-decisions.md."""
         r = self.rx
-        n = len(r)
-        first = self.first
-        qos = first >> 1 & 3
-        if first >> 4 != 3 or qos == 3:
-            raise self._fail(0x95 if first >> 4 != 3 else 0x81)  # [MQTT-3.3.1-4]
+        qos = self.first >> 1 & 3
+        if self.first >> 4 != 3 or qos == 3:
+            raise self._fail(0x95)
         pos = pid = 0
-        po = -1  # where the packet id is
-        topic = None
-        while pos < rl:
-            m = rl - pos if rl - pos < n else n
-            self._fill(0, m)  # rx from 0: no memoryview
+        while pos < rl:  # read through rx from 0 (no memoryview)
+            m = min(rl - pos, len(r))
+            self._fill(0, m)
             if not pos:
-                po = 2 + (r[0] << 8 | r[1])
-                topic = bytes(r[2:po if po < m else m])
+                po = 2 + (r[0] << 8 | r[1])  # where the packet id is
+                topic = bytes(r[2:min(po, m)])
                 if self.v == 5:
                     break
-            if qos and pos <= po + 1 and po < pos + m:
-                if po >= pos:
-                    pid |= r[po - pos] << 8
-                if po + 1 < pos + m:
-                    pid |= r[po + 1 - pos]
+            k = po - pos
+            if qos and -1 <= k < m:  # the packet id is (partly) in this part
+                if k >= 0:
+                    pid = r[k] << 8
+                if k + 1 < m:
+                    pid |= r[k + 1]
             pos += m
         self.in_callback = True
         try:
             if self.on_oversize:
-                self.on_oversize(topic, 1 + rl + (1 if rl < 128 else 2 if rl < 16384 else 3 if rl < 2097152 else 4))
+                self.on_oversize(topic, 2 + rl + (rl > 127) + (rl > 16383) + (rl > 2097151))
         finally:
             self.in_callback = False
         if self.v == 5:
@@ -247,15 +237,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
         if qos == 1:
             self._ack(0x40, pid)  # [MQTT-4.3.2-4]
         elif qos == 2:
-            i = 0
-            while i < self.in_max and self.in_pid[i] != pid:
-                i += 1
-            if i == self.in_max:  # a new one: its PUBREL finds it [MQTT-4.3.3-11]
-                i = 0
-                while i < self.in_max and self.in_pid[i]:
-                    i += 1
-                if i < self.in_max:
-                    self.in_pid[i] = pid
+            s = self.in_pid
+            if pid not in s and 0 in s:
+                s[s.index(0)] = pid  # its PUBREL finds it [MQTT-4.3.3-11]
             self._ack(0x50, pid)  # [MQTT-4.3.3-8]
         # nothing left to dispatch: what packet() then sees is a PINGRESP,
         # which only notes that the server is there (it just sent this)
@@ -312,14 +296,13 @@ class MQTTClient(Receiver, Aliases, Publisher):
         (several may be in flight); the codes come to on_suback(pid, codes)
         and suback(pid). Each subscription is made again after a reconnect
         that found no session on the server (a refused one is forgotten)."""
-        items = self._items(topic, qos | options)
+        items = [(topic, qos | options)] if type(topic) is not list else [
+            f if type(f) is tuple else (f, qos | options) for f in topic]
         if sub_id and self.v == 4:
             raise ValueError("sub_id: MQTT 5 only")
-        if sub_id:
-            props = list(_pairs(props)) + [(0x0B, sub_id)]  # SUBSCRIPTION_ID
-        if props and type(props) is not bytes:
-            from .props import build
-            props = build(props, 8)
+        if sub_id or props and type(props) is not bytes:
+            from .cprops import sub_props
+            props = sub_props(props, sub_id)
         pid = self._sub(items, props, False)
         for f, opts in items:
             self._forget(f)
@@ -349,12 +332,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
         codes = self._await(pid, filters, props, True, timeout_ms)
         return codes if type(topic) is list else codes[0] if codes else 0
 
-    def _items(self, topic, opts):
-        """[(filter, options)] for subscribe()."""
-        if type(topic) is not list:
-            return [(topic, opts)]
-        return [f if type(f) is tuple else (f, opts) for f in topic]
-
     def _forget(self, topic):
         for i in range(len(self.subscriptions)):
             if self.subscriptions[i][0] == topic:
@@ -383,7 +360,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
                 raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
-            if self.up and not self.sub_pending(pid):
+            if self.up and pid not in self.sub_pids:
                 pid = self._sub(items, props, unsub)  # lost with the link
             self.poll(left if left >= 0 else 1000)
 
@@ -398,38 +375,5 @@ class MQTTClient(Receiver, Aliases, Publisher):
         [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
         if self.v == 4 or props is None and session_expiry is None:
             return Core.disconnect(self, reason)
-        p = list(_pairs(props))
-        if session_expiry is not None:
-            p.append((0x11, session_expiry))  # SESSION_EXPIRY
-        from .props import build, Props
-        p = build(p, 14)
-        n = len(p)
-        c = bytes((n,)) if n < 128 else bytes((n & 0x7F | 0x80, n >> 7))
-        q = Props()
-        q.parse(c + p, 0, len(c) + n, 14)
-        if q.get_int(0x11, 0) and not self.session_expiry:
-            raise ValueError("session_expiry: the CONNECT's was 0")  # [MQTT-3.14.2-2]
-        b = self.img[-1]
-        if not 0 <= reason < 256 or _HEAD + 1 + len(c) + n > len(b):
-            raise ValueError("reason: 0..255; props: over tx_size")
-        b[_HEAD] = reason
-        o = _HEAD + 1 + len(c)
-        b[_HEAD + 1:o] = c
-        b[o:o + n] = p
-        if self.sock:
-            s = self._seal(b, o + n, 0xE0)
-            try:
-                self._send(b, s, o + n - s)
-            except OSError:
-                pass
-        Core.close(self)  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
-
-
-def _pairs(props):
-    """props as (id, value) pairs: raw bytes are read back (5.0 2.2.2)."""
-    if not props:
-        return ()
-    if type(props) is not bytes:
-        return props
-    from .cprops import pairs
-    return pairs(props)
+        from .cprops import disconnect
+        disconnect(self, reason, props, session_expiry)

@@ -1,9 +1,17 @@
-# frugalmqtt.cprops: MQTT 5 properties given as raw bytes read back into
-# (id, value) pairs, and the CONNECT properties that are client settings
-# taken out of connect_props. client.MQTTClient imports it only when such
-# properties are given, so a device that passes none never loads it.
-from .props import build, _TYPE, _skip, _int, _u
+# frugalmqtt.cprops: what the full client does with MQTT 5 properties only
+# when an application asks for it, kept out of the modules every device
+# loads (imported on first use): raw property bytes read back into (id,
+# value) pairs, the CONNECT properties that are settings taken out of
+# connect_props, SUBSCRIBE properties with a Subscription Identifier, a
+# DISCONNECT with properties, and the kept CONNACK/DISCONNECT parsed.
+from .props import build, Props, _TYPE, _skip, _int, _u
 
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from ._cpython import const
+
+_HEAD = const(5)  # core._HEAD
 # the CONNECT properties that are settings of the client: Session Expiry
 # Interval, Receive Maximum, Topic Alias Maximum, Maximum Packet Size
 _SETTINGS = b"\x11\x21\x22\x27"
@@ -49,3 +57,51 @@ def split(props):
         else:
             rest.append(x)
     return build(rest, 1), got
+
+
+def sub_props(props, sub_id):
+    """SUBSCRIBE properties (bytes or pairs) with a Subscription Identifier
+    (when sub_id), built."""
+    p = list(pairs(props) if type(props) is bytes else props or ())
+    if sub_id:
+        p.append((0x0B, sub_id))  # SUBSCRIPTION_ID
+    return build(p, 8)
+
+
+def disconnect(c, reason, props, session_expiry):
+    """client.MQTTClient.disconnect() with properties (5.0): built and
+    checked before anything is sent, then DISCONNECT and close."""
+    p = list(pairs(props) if type(props) is bytes else props or ())
+    if session_expiry is not None:
+        p.append((0x11, session_expiry))  # SESSION_EXPIRY
+    p = build(p, 14)
+    for x in pairs(p):
+        if x[0] == 0x11 and x[1] and not c.session_expiry:
+            raise ValueError("session_expiry: the CONNECT's was 0")  # [MQTT-3.14.2-2]
+    n = len(p)
+    b = c.img[-1]
+    o = _HEAD + 1 + (1 if n < 128 else 2)
+    if not 0 <= reason < 256 or o + n > len(b):
+        raise ValueError("reason: 0..255; props: over tx_size")
+    b[_HEAD] = reason
+    b[_HEAD + 1] = n & 0x7F | (0x80 if n > 127 else 0)
+    b[o - 1] = n >> 7 if n > 127 else n
+    b[o:o + n] = p
+    if c.sock:
+        s = c._seal(b, o + n, 0xE0)
+        try:
+            c._send(b, s, o + n - s)
+        except OSError:
+            pass
+    c.close()  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
+
+
+def parsed(raw, o, where):
+    """A props.Props over the property block at raw[o:] (a copy of a packet
+    recv.Receiver kept), or None."""
+    if raw is None or len(raw) <= o:
+        return None
+    p = Props()
+    if p.parse(raw, o, len(raw), where) < 0:
+        return None
+    return p

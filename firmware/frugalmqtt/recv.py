@@ -107,7 +107,7 @@ class Receiver:
     def inbound(self, t, n):
         r = self.rx
         if t == 2:  # CONNACK, n session present
-            self.keep_connack()
+            self.connack_raw = self.keep(2)
             i = 0
             while i < _SUBS:
                 self.sub_pids[i] = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
@@ -313,31 +313,36 @@ class Receiver:
             i += 1
         return None
 
-    def sub_pending(self, pid):
-        """True while the SUBSCRIBE/UNSUBSCRIBE pid waits for its ack."""
-        return pid in self.sub_pids
-
-    def keep_connack(self):
-        """Keep a copy of the CONNACK in rx for connack_props (5.0)."""
-        if self.v == 5:
-            self.connack_raw = bytes(self.rx[:_block_end(self.rx, 2)])
-
-    def keep_disconnect(self):
-        """Keep a copy of the server's DISCONNECT in rx for disconnect_props."""
-        if self.v == 5:
-            self.disconnect_raw = bytes(self.rx[:_block_end(self.rx, 1)])
+    def keep(self, o):
+        """A copy of the CONNACK (o 2) or DISCONNECT (o 1) in rx, up to the
+        end of its property block (its length at rx[o]), for connack_props
+        and disconnect_props (5.0; None on 3.1.1)."""
+        if self.v == 4:
+            return None
+        r = self.rx
+        n = s = 0
+        while o < len(r) and s < 28:  # a Variable Byte Integer
+            c = r[o]
+            o += 1
+            n |= (c & 0x7F) << s
+            s += 7
+            if c < 0x80:
+                break
+        return bytes(r[:o + n])  # props.Props.parse checks the block
 
     @property
     def connack_props(self):
         """The last CONNACK's properties (5.0), a props.Props parsed when
         read: get_int(props.ASSIGNED_CLIENT_ID)... None before one came."""
-        return _parsed(self.connack_raw, 2, 2)
+        from .cprops import parsed
+        return parsed(self.connack_raw, 2, 2)
 
     @property
     def disconnect_props(self):
         """The properties of the server's last DISCONNECT (5.0): reason
         string, server reference, ... as a props.Props; None if none came."""
-        return _parsed(self.disconnect_raw, 1, 14)
+        from .cprops import parsed
+        return parsed(self.disconnect_raw, 1, 14)
 
     def subscribe(self, subs, props=None, unsub=False):
         """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
@@ -405,30 +410,6 @@ class Receiver:
 
     def unsubscribe(self, filters, props=None):
         return self.subscribe(filters, props, True)
-
-
-def _block_end(b, o):
-    """The end of the property block whose length is at b[o] (a Variable
-    Byte Integer), within b; props.Props.parse checks the block."""
-    n = s = 0
-    while o < len(b) and s < 28:
-        c = b[o]
-        o += 1
-        n |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            break
-    return min(o + n, len(b))
-
-
-def _parsed(raw, o, where):
-    """A Props over the block at raw[o:], or None."""
-    if raw is None or len(raw) <= o:
-        return None
-    p = Props()
-    if p.parse(raw, o, len(raw), where) < 0:
-        return None
-    return p
 
 
 def _filter_ok(b, s, e):
