@@ -79,8 +79,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
             0 if clean else 0xFFFFFFFF)
         self.connects = 0  # successful connects so far
         self.last_error = None  # why the last (re)connect attempt failed
-        self.failed_at = 0  # ticks_ms() of the last failed attempt ...
-        self.retry_ms = 0  # ... and the backoff before the next (0: at once)
+        self.attempt_at = 0  # ticks_ms() when the last connect attempt ended ...
+        self.retry_ms = 0  # ... and the backoff from then to the next (0: at once)
         self.disconnect_reason = None  # the server's last DISCONNECT reason code
         self.on_oversize = None  # on_oversize(topic, size)
         self.in_callback = False  # inside on_message: never wait for the network
@@ -113,7 +113,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         t0 = ticks_ms()
         while not self.up:
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
-            wait = self.retry_ms - ticks_diff(ticks_ms(), self.failed_at)
+            wait = self.retry_ms - ticks_diff(ticks_ms(), self.attempt_at)
             if wait > 0:  # backing off
                 if 0 <= left < wait:
                     if left:
@@ -132,11 +132,12 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 self.last_error = e
                 if not self.reconnect or self.fatal(e):
                     raise
-                self.failed_at = ticks_ms()
+                self.attempt_at = ticks_ms()
                 self.retry_ms = min(self.retry_ms * 2, self.backoff_max) or self.backoff_min
                 continue
             finally:
                 self.timeout = t
+            self.attempt_at = ticks_ms()
             self.retry_ms = 0
             if not sp:  # no session: subscribe again; the acks come to on_suback
                 for f, opts, props in self.subscriptions:
@@ -173,8 +174,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
             if not self.reconnect:
                 raise
             self.last_error = e
-            self.failed_at = ticks_ms()  # the first attempt after a working link goes at once
-            self.retry_ms = 0
+            # the first attempt goes at once, unless the link lasted less than
+            # backoff_max: a server that ends every connection soon after
+            # the CONNACK is not reconnected to in a tight loop
+            if ticks_diff(ticks_ms(), self.attempt_at) < self.backoff_max:
+                self.retry_ms = self.backoff_min
         if timeout_ms > 0:
             timeout_ms -= ticks_diff(ticks_ms(), t0)
             if timeout_ms <= 0:
