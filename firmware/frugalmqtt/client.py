@@ -10,6 +10,13 @@ from .alias import Aliases
 from .lite import Publisher
 
 try:
+    from micropython import const
+except ImportError:  # CPython
+    from ._cpython import const
+
+_DRAIN_MAX = const(1048576)  # the largest inbound PUBLISH oversize() reads through
+
+try:
     from time import sleep_ms
 except ImportError:  # CPython
     from time import sleep as _sleep
@@ -205,12 +212,13 @@ class MQTTClient(Receiver, Aliases, Publisher):
         the server cannot know our limit, it is read through rx and dropped
         (no allocation but the topic) and acknowledged at QoS 1/2 as if
         delivered: a retained one cannot make the client reconnect over and
-        over. On 5.0 the server broke our Maximum Packet Size
-        [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
+        over. Beyond _DRAIN_MAX bytes (a hostile size, not a message) it
+        is closed as lite does. On 5.0 the server broke our Maximum Packet
+        Size [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
         See docs/protocol-decisions.md."""
         r = self.rx
         qos = self.first >> 1 & 3
-        if self.first >> 4 != 3 or qos == 3:
+        if self.first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
             raise self._fail(0x95)
         pos = pid = 0
         while pos < rl:  # read through rx from 0 (no memoryview)

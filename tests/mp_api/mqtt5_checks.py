@@ -8,6 +8,7 @@ import sys
 from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff, sleep_ms
 from frugalmqtt.err import MQTTError, ServerError
 from frugalmqtt import props as P
+from simple_checks import _raises
 
 MP = sys.implementation.name == "micropython"
 
@@ -36,12 +37,17 @@ def _recorder(c, out):
     c.on_message = on_message
 
 
-def _raises(exc, fn, *args, **kw):
-    try:
-        fn(*args, **kw)
-    except exc as e:
-        return e
-    raise AssertionError("%r did not raise %r" % (fn, exc))
+def _count_connects(c):
+    """Count c's connect attempts: a list whose item 0 is the count."""
+    tries = [0]
+    connect = c.connect
+
+    def counting(clean=None):
+        tries[0] += 1
+        return connect(clean)
+
+    c.connect = counting
+    return tries
 
 
 def _got(got, topic):
@@ -207,14 +213,7 @@ def server_disconnect(host, port, tag):
 def refused(host, port, tag, version):
     """A refused CONNACK is not retried: the reason at once, its properties kept."""
     c = _client(host, port, tag + "-r", version)
-    tries = [0]
-    connect = c.connect
-
-    def counting(clean=None):
-        tries[0] += 1
-        return connect(clean)
-
-    c.connect = counting
+    tries = _count_connects(c)
     e = _raises(ServerError, c.ensure_connected)
     cp = c.connack_props
     return {"code": e.args[0], "tries": tries[0], "last_error": type(c.last_error).__name__,
@@ -319,14 +318,7 @@ def bad_ca(host, port, tag, version, other_der):
         ctx.check_hostname = False
     ctx.load_verify_locations(cadata=other)
     c = _client(host, port, tag + "-ca", version, ssl=ctx)
-    tries = [0]
-    connect = c.connect
-
-    def counting(clean=None):
-        tries[0] += 1
-        return connect(clean)
-
-    c.connect = counting
+    tries = _count_connects(c)
     e = _raises(Exception, c.ensure_connected, 3000)
     return {"error": type(e).__name__, "tries": tries[0]}
 
