@@ -112,10 +112,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
     def ensure_connected(self, timeout_ms=-1):
         """Connect if the link is down, with bounded exponential backoff
         between attempts (reconnect=False: one attempt, its error raised).
-        Waits up to timeout_ms (-1: until connected; each attempt is cut to
-        the time left, except with 0, which makes one attempt when one is
-        due); True when connected, False when the time ran out (the backoff
-        goes on at the next call). Stored QoS 1/2 messages are resent by the
+        Waits up to timeout_ms (-1: until connected; 0: one attempt if one is
+        due), backoff included, and starts no attempt after it; an attempt
+        takes up to the constructor's timeout_ms when the server's host does
+        not answer (a refused connection fails at once). True when connected,
+        False when the time ran out (the backoff goes on at the next call). Stored QoS 1/2 messages are resent by the
         session. A refusal no retry mends raises at once (fatal())."""
         t0 = ticks_ms()
         while not self.up:
@@ -130,9 +131,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 continue
             if timeout_ms > 0 and left <= 0:
                 return False
-            t = self.timeout
-            if 0 < left < t:
-                self.timeout = left
             try:
                 sp = self.connect()
             except (OSError, MQTTError, ServerError) as e:
@@ -142,8 +140,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 self.attempt_at = ticks_ms()
                 self.retry_ms = min(self.retry_ms * 2, self.backoff_max) or self.backoff_min
                 continue
-            finally:
-                self.timeout = t
             self.attempt_at = ticks_ms()
             self.retry_ms = 0
             if not sp:  # no session: subscribe again; the acks come to on_suback
