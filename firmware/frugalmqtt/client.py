@@ -1,12 +1,21 @@
 # The blocking client: the core with receiving (recv.Receiver) and outbound
 # aliases (alias.Aliases), over lite's blocking driver (socket, framing,
 # waiting), plus reconnect with bounded exponential backoff, subscriptions
-# made again after a reconnect that found no session, and helpers that wait.
+# made again after a reconnect that found no session, and helpers that wait
+# (each wait bounded by its timeout_ms).
+import errno
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher
 from errno import ENOTCONN as _ENOTCONN
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from ._cpython import const
+
+_DRAIN_MAX = const(1048576)  # the largest inbound PUBLISH oversize() reads through
 
 try:
     from time import sleep_ms
@@ -35,10 +44,14 @@ class MQTTClient(Receiver, Aliases, Publisher):
     the server may set (our Topic Alias Maximum) of up to alias_topic_max
     bytes. `ssl`: an SSLContext (MicroPython `ssl`/`tls` or CPython `ssl`)
     set up with the CA to verify against. connect_props: props.build(..., 1)
-    bytes (or (id, value) pairs) for the CONNECT.
+    bytes (or (id, value) pairs) for the CONNECT; a Receive Maximum,
+    Maximum Packet Size, Topic Alias Maximum or Session Expiry Interval
+    among them is taken as inbound, max_packet, aliases_in, session_expiry.
 
     Callbacks: on_message(msg) with a reused recv.Message; on_done(pid,
-    reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
+    reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it);
+    on_suback(pid, codes) for each SUBACK/UNSUBACK; on_oversize(topic, size)
+    for an inbound PUBLISH over max_packet (see oversize()).
 
     `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
     a file: reloaded here, resumed on connect; publish() then stores QoS 1/2
@@ -51,15 +64,17 @@ class MQTTClient(Receiver, Aliases, Publisher):
                  timeout_ms=10000, clock=ticks_ms, outbox=None, max_packet=1024, tx_size=512,
                  slots=8, slot_size=256, inbound=8, aliases_out=8, aliases_in=4,
                  alias_topic_max=64):
-        self.rinit(inbound, aliases_in, alias_topic_max)
         p = b""
+        if version == 5 and connect_props:
+            from .cprops import split  # the settings among them
+            p, c = split(connect_props)
+            inbound = c.get(0x21, inbound)
+            max_packet = c.get(0x27, max_packet)
+            aliases_in = c.get(0x22, aliases_in)
+            session_expiry = c.get(0x11, session_expiry)
+        self.rinit(inbound, aliases_in, alias_topic_max)
         if version == 5:
-            p = self.rprops()
-            if connect_props:
-                if type(connect_props) is not bytes:
-                    from .props import build
-                    connect_props = build(connect_props, 1)
-                p += connect_props
+            p = self.rprops() + p
         Publisher.__init__(self, client_id, server, port, version, user, password, keepalive,
                            ssl, clean, session_expiry, will, slot_size, slots, max_packet,
                            timeout_ms, tx_size, p, clock)
@@ -67,8 +82,15 @@ class MQTTClient(Receiver, Aliases, Publisher):
             self.ainit(aliases_out)
         self.reconnect = reconnect
         self.backoff_min, self.backoff_max = backoff_ms
+        # the Session Expiry Interval the CONNECT carries (5.0 3.1.2.11.2)
+        self.session_expiry = session_expiry if session_expiry is not None else (
+            0 if clean else 0xFFFFFFFF)
         self.connects = 0  # successful connects so far
         self.last_error = None  # why the last (re)connect attempt failed
+        self.attempt_at = 0  # ticks_ms() when the last connect attempt ended ...
+        self.retry_ms = 0  # ... and the backoff from then to the next (0: at once)
+        self.disconnect_reason = None  # the server's last DISCONNECT reason code
+        self.on_oversize = None  # on_oversize(topic, size)
         self.in_callback = False  # inside on_message: never wait for the network
         self.subscriptions = []  # (filter, options, props) to make again after a reconnect
         if outbox:
@@ -80,41 +102,93 @@ class MQTTClient(Receiver, Aliases, Publisher):
         refused, OSError on network trouble."""
         if clean is not None:
             self.clean = clean
-        sp = Publisher.connect(self, clean)
+        try:
+            sp = Publisher.connect(self, clean)
+        except ServerError:
+            self.connack_raw = self.keep(2)  # refused: its reason string in connack_props
+            raise
         self.connects += 1
         return sp
 
-    def ensure_connected(self):
-        """Reconnect with bounded exponential backoff until connected (when
-        reconnect=True). Stored QoS 1/2 messages are resent by the session."""
-        delay = self.backoff_min
+    def ensure_connected(self, timeout_ms=-1):
+        """Connect if the link is down, with bounded exponential backoff
+        between attempts (reconnect=False: one attempt, its error raised).
+        Waits up to timeout_ms (-1: until connected; 0: one attempt if one is
+        due), backoff included, and starts no attempt after it; an attempt
+        takes up to the constructor's timeout_ms when the server's host does
+        not answer (a refused connection fails at once). True when connected,
+        False when the time ran out (the backoff goes on at the next call). Stored QoS 1/2 messages are resent by the
+        session. A refusal no retry mends raises at once (fatal())."""
+        t0 = ticks_ms()
         while not self.up:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            wait = self.retry_ms - ticks_diff(ticks_ms(), self.attempt_at)
+            if wait > 0:  # backing off
+                if 0 <= left < wait:
+                    if left:
+                        sleep_ms(left)
+                    return False
+                sleep_ms(wait)
+                continue
+            if timeout_ms > 0 and left <= 0:
+                return False
             try:
-                if not self.connect():  # no session: subscribe again
-                    for f, opts, props in self.subscriptions:
-                        self._sub(((f, opts),), props, False, self.timeout)
-                return
+                sp = self.connect()
             except (OSError, MQTTError, ServerError) as e:
-                if not self.reconnect:
-                    raise
                 self.last_error = e
-            sleep_ms(delay)
-            delay = min(delay * 2, self.backoff_max)
+                if not self.reconnect or self.fatal(e):
+                    raise
+                self.attempt_at = ticks_ms()
+                self.retry_ms = min(self.retry_ms * 2, self.backoff_max) or self.backoff_min
+                continue
+            self.attempt_at = ticks_ms()
+            self.retry_ms = 0
+            if not sp:  # no session: subscribe again; the acks come to on_suback
+                for f, opts, props in self.subscriptions:
+                    self._sub(((f, opts),), props, False)
+        return True
+
+    def fatal(self, e):
+        """True for a connect error no retry mends: the server refused our
+        credentials or client id (CONNACK 0x84-0x87, 0x8C; 3.1.1 return
+        codes 1, 2, 4, 5) or the server's certificate did not verify
+        (CPython's ssl.SSLCertVerificationError is an OSError)."""
+        if isinstance(e, ServerError):
+            return e.args[0] in (b"\x01\x02\x04\x05" if self.v == 4 else b"\x84\x85\x86\x87\x8c")
+        return type(e).__name__ == "SSLCertVerificationError"
 
     # ---- the loop -----------------------------------------------------------
 
     def poll(self, timeout_ms=0):
-        """Handle what the server sent (waiting up to timeout_ms for the first
-        packet) and keep-alive. Returns the type of the last packet handled, or
-        0. A broken link raises unless reconnect=True (then it reconnects)."""
+        """Handle what the server sent (waiting up to timeout_ms, -1: no limit,
+        for the first packet) and keep-alive. Returns the type of the last
+        packet handled, or 0. A broken link raises unless reconnect=True:
+        then it reconnects within what is left of timeout_ms (backoff
+        included; see ensure_connected()). A server DISCONNECT leaves its
+        reason in disconnect_reason, its properties in disconnect_props."""
+        t0 = ticks_ms()
         try:
-            return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
-        except (OSError, MQTTError, ServerError):
+            if self.sock is not None or not self.reconnect:
+                return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
+        except (OSError, MQTTError, ServerError) as e:
+            if isinstance(e, ServerError):
+                self.disconnect_reason = e.args[0]
+                self.disconnect_raw = self.keep(1)
             self.close()
             if not self.reconnect:
                 raise
-            self.ensure_connected()
-            return 0
+            self.last_error = e
+            # the first attempt goes at once, unless the link lasted less than
+            # backoff_max: a server that ends every connection soon after
+            # the CONNACK is not reconnected to in a tight loop
+            if ticks_diff(ticks_ms(), self.attempt_at) < self.backoff_max:
+                self.retry_ms = self.backoff_min
+        if timeout_ms > 0:
+            timeout_ms -= ticks_diff(ticks_ms(), t0)
+            if timeout_ms <= 0:
+                return 0
+        self.ensure_connected(timeout_ms)
+        return 0
 
     def wait_msg(self, timeout_ms=-1):
         """Block until a packet arrives (or timeout): poll(timeout_ms)."""
@@ -127,6 +201,59 @@ class MQTTClient(Receiver, Aliases, Publisher):
             Receiver.inbound(self, t, n)
         finally:
             self.in_callback = False
+
+    def oversize(self, rl):
+        """A packet over max_packet (rl body bytes after its fixed header).
+        A PUBLISH is reported to on_oversize(topic, size), topic as bytes
+        (cut at max_packet), size the whole packet's bytes. On 3.1.1, where
+        the server cannot know our limit, it is read through rx and dropped
+        (no allocation but the topic) and acknowledged at QoS 1/2 as if
+        delivered: a retained one cannot make the client reconnect over and
+        over. Beyond _DRAIN_MAX bytes (a hostile size, not a message) it
+        is closed as lite does. On 5.0 the server broke our Maximum Packet
+        Size [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
+        See docs/protocol-decisions.md."""
+        r = self.rx
+        qos = self.first >> 1 & 3
+        if self.first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
+            raise self._fail(0x95)
+        pos = pid = 0
+        while pos < rl:  # read through rx from 0 (no memoryview)
+            m = min(rl - pos, len(r))
+            self._fill(0, m)
+            if not pos:
+                po = 2 + (r[0] << 8 | r[1])  # where the packet id is
+                topic = bytes(r[2:min(po, m)])
+                if self.v == 5:
+                    break
+            k = po - pos
+            if qos and -1 <= k < m:  # the packet id is (partly) in this part
+                if k >= 0:
+                    pid = r[k] << 8
+                if k + 1 < m:
+                    pid |= r[k + 1]
+            pos += m
+        self.in_callback = True
+        try:
+            if self.on_oversize:
+                self.on_oversize(topic, 2 + rl + (rl > 127) + (rl > 16383) + (rl > 2097151))
+        finally:
+            self.in_callback = False
+        if self.v == 5:
+            raise self._fail(0x95)
+        if qos and not pid:
+            raise self._fail(0x82)  # [MQTT-2.2.1-3]
+        if qos == 1:
+            self._ack(0x40, pid)  # [MQTT-4.3.2-4]
+        elif qos == 2:
+            s = self.in_pid
+            if pid not in s and 0 in s:
+                s[s.index(0)] = pid  # its PUBREL finds it [MQTT-4.3.3-11]
+            self._ack(0x50, pid)  # [MQTT-4.3.3-8]
+        # nothing left to dispatch: what packet() then sees is a PINGRESP,
+        # which only notes that the server is there (it just sent this)
+        self.first = 0xD0
+        return 0
 
     # ---- publishing -----------------------------------------------------------
 
@@ -171,19 +298,54 @@ class MQTTClient(Receiver, Aliases, Publisher):
 
     # ---- subscriptions --------------------------------------------------------
 
-    def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1):
-        """Subscribe to one filter and wait for SUBACK; returns its reason code
-        (the granted QoS, or >= 0x80 when refused). The subscription is made
-        again after a reconnect that found no session on the server."""
-        code = self._sub(((topic, qos | options),), props, False, timeout_ms)
-        if code < 0x80:
-            self._forget(topic)
-            self.subscriptions.append((topic, qos | options, props))
-        return code
+    def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1, sub_id=0,
+                  wait=True):
+        """Subscribe to a filter (str or bytes) with qos | options, or to a
+        list of filters and (filter, qos | options) pairs in one SUBSCRIBE.
+        options (5.0): props.NO_LOCAL, RETAIN_AS_PUBLISHED, RETAIN_IF_NEW or
+        RETAIN_NONE. sub_id (5.0): a Subscription Identifier (1..268435455)
+        the messages it brings carry. wait=True: waits for the SUBACK (up to
+        timeout_ms, -1 forever; OSError(ETIMEDOUT) if none came) and returns
+        its reason code (for a list: bytes, a code each), the granted QoS or
+        >= 0x80 when refused. wait=False: returns the packet id at once
+        (several may be in flight); the codes come to on_suback(pid, codes)
+        and suback(pid). Each subscription is made again after a reconnect
+        that found no session on the server (a refused one is forgotten)."""
+        items = [(topic, qos | options)] if type(topic) is not list else [
+            f if type(f) is tuple else (f, qos | options) for f in topic]
+        if sub_id and self.v == 4:
+            raise ValueError("sub_id: MQTT 5 only")
+        if sub_id or props and type(props) is not bytes:
+            from .cprops import sub_props
+            props = sub_props(props, sub_id)
+        pid = self._sub(items, props, False)
+        for f, opts in items:
+            self._forget(f)
+            self.subscriptions.append((f, opts, props))
+        if not wait:
+            return pid
+        codes = self._await(pid, items, props, False, timeout_ms)
+        for k in range(len(codes)):
+            if codes[k] >= 0x80:
+                self._forget(items[k][0])
+        return codes if type(topic) is list else codes[0]
 
-    def unsubscribe(self, topic, props=None, timeout_ms=-1):
-        self._forget(topic)
-        return self._sub((topic,), props, True, timeout_ms)
+    def unsubscribe(self, topic, props=None, timeout_ms=-1, wait=True):
+        """Unsubscribe from a filter or a list of them; waits for the
+        UNSUBACK and returns its reason code (bytes for a list; 0 / b"" on
+        3.1.1, whose UNSUBACK has none), or with wait=False the packet id
+        (as subscribe())."""
+        filters = topic if type(topic) is list else [topic]
+        for f in filters:
+            self._forget(f)
+        if props and type(props) is not bytes:
+            from .props import build
+            props = build(props, 10)
+        pid = self._sub(filters, props, True)
+        if not wait:
+            return pid
+        codes = self._await(pid, filters, props, True, timeout_ms)
+        return codes if type(topic) is list else codes[0] if codes else 0
 
     def _forget(self, topic):
         for i in range(len(self.subscriptions)):
@@ -191,21 +353,42 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 del self.subscriptions[i]
                 return
 
-    def _sub(self, items, props, unsub, timeout_ms):
-        if props and type(props) is not bytes:
-            from .props import build
-            props = build(props, 10 if unsub else 8)
+    def _sub(self, items, props, unsub):
+        """Send the SUBSCRIBE/UNSUBSCRIBE (connecting first if need be, and
+        waiting while _SUBS others are in flight); returns its packet id."""
         if not self.up:
             self.ensure_connected()
         while True:
             pid = Receiver.subscribe(self, items, props, unsub)
             if pid != FULL:
-                break
+                return pid
             self.poll(100)
+
+    def _await(self, pid, items, props, unsub, timeout_ms):
+        """Wait for the ack of SUBSCRIBE/UNSUBSCRIBE pid; returns its codes.
+        Sent again if the link went down before it came."""
         t0 = ticks_ms()
-        while self.suback_pid != pid:
+        while True:
+            codes = self.suback(pid)
+            if codes is not None:
+                return codes
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
-                raise OSError("no SUBACK")
+                raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
+            if self.up and pid not in self.sub_pids:
+                pid = self._sub(items, props, unsub)  # lost with the link
             self.poll(left if left >= 0 else 1000)
-        return self.suback_code
+
+    # ---- disconnecting --------------------------------------------------------
+
+    def disconnect(self, reason=0, props=None, session_expiry=None):
+        """Send DISCONNECT and close; stored QoS 1/2 messages are kept.
+        5.0: reason (0: normal, 0x04: with the will message, ...), props
+        (props.build(..., 14) bytes or (id, value) pairs: Reason String, User
+        Property) and session_expiry, a new Session Expiry Interval for the
+        session the server keeps: not above 0 if the CONNECT's was 0
+        [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
+        if self.v == 4 or props is None and session_expiry is None:
+            return Core.disconnect(self, reason)
+        from .cprops import disconnect
+        disconnect(self, reason, props, session_expiry)

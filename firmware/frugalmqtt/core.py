@@ -142,7 +142,7 @@ class Core:
     ob = None  # an outbox.Outbox persisting the table
     aliases = 0  # outbound topic aliases we keep (alias.Aliases)
     amax = 0  # ... of which this connection may use
-    sub_pid = 0  # a SUBSCRIBE/UNSUBSCRIBE's id in flight (recv.Receiver)
+    sub_pids = ()  # ids of SUBSCRIBEs/UNSUBSCRIBEs in flight: recv.Receiver sets a table
     # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
     _prep = False
@@ -466,7 +466,7 @@ class Core:
         while True:
             pid = self.last_pid % 65535 + 1
             self.last_pid = pid
-            if pid == self.sub_pid:
+            if pid in self.sub_pids:
                 continue
             for k in range(self.n):
                 if self.pid[self.order[k]] == pid:
@@ -635,6 +635,8 @@ class Core:
             return
         if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
             Core.close(self)
+            if rl < 2:
+                r[1] = 0  # no properties: an empty block where recv reads them
             raise ServerError(r[0] if rl else 0)
         if t > 7:
             return self.inbound(t, rl)  # SUBACK, UNSUBACK

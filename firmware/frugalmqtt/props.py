@@ -40,6 +40,12 @@ WILDCARD_SUB_AVAILABLE = const(0x28)
 SUB_ID_AVAILABLE = const(0x29)
 SHARED_SUB_AVAILABLE = const(0x2A)
 
+# SUBSCRIBE options, or'ed with the QoS (client.MQTTClient.subscribe)
+NO_LOCAL = const(0x04)  # not our own messages [MQTT-3.8.3-3]
+RETAIN_AS_PUBLISHED = const(0x08)  # keep the RETAIN flag as published
+RETAIN_IF_NEW = const(0x10)  # retain handling 1: retained only for a new subscription
+RETAIN_NONE = const(0x20)  # retain handling 2: no retained messages
+
 _NIDS = const(0x2B)
 # value types (propview's)
 _BOOL = const(2)

@@ -14,6 +14,7 @@ except ImportError:  # CPython
     from ._cpython import const
 
 _HEAD = const(5)  # core._HEAD
+_SUBS = const(4)  # SUBSCRIBEs/UNSUBSCRIBEs in flight at once
 # SUBACK / UNSUBACK reason codes a server may send
 _SUBACK4 = b"\x00\x01\x02\x80"
 _SUBACK5 = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
@@ -82,11 +83,19 @@ class Receiver:
         self.props = Props()
         self.msg = Message(self.props)
         self.on_message = None  # on_message(msg)
-        self.manual_ack = False  # QoS 1: PUBACK only by ack(pid)
+        self.manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
         self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
         self.callback_error = None  # the last exception on_message raised
+        # SUBSCRIBE/UNSUBSCRIBE in flight (core._pid skips their ids) and
+        # the acks that came, kept for suback(pid) until the slot is reused
+        self.sub_pids = [0] * _SUBS  # a list: MicroPython's array has no `in`
+        self.sub_done = [0] * _SUBS
+        self.sub_codes = [None] * _SUBS
+        self.on_suback = None  # on_suback(pid, codes) for each SUBACK/UNSUBACK
         self.suback_pid = 0  # the last SUBACK/UNSUBACK: its id and first code
         self.suback_code = 0
+        self.connack_raw = None  # the last CONNACK (5.0): connack_props
+        self.disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
 
     def rprops(self):
         """Our Receive Maximum and Topic Alias Maximum, for the CONNECT."""
@@ -98,7 +107,11 @@ class Receiver:
     def inbound(self, t, n):
         r = self.rx
         if t == 2:  # CONNACK, n session present
-            self.sub_pid = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
+            self.connack_raw = self.keep(2)
+            i = 0
+            while i < _SUBS:
+                self.sub_pids[i] = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
+                i += 1
             i = 0
             while i < self.a_in_max:
                 self.a_in_len[i] = 0  # aliases are per connection [MQTT-3.3.2-7]
@@ -187,6 +200,7 @@ class Receiver:
         m.retain = first & 1
         m.dup = first >> 3 & 1
         m.pid = pid
+        held = False  # a QoS 2 message waiting for ack(pid): no PUBREC yet
         if qos == 2:
             i = 0
             free = -1
@@ -195,6 +209,9 @@ class Receiver:
                 if p == pid:
                     # again before PUBREL: acknowledged, not delivered [MQTT-4.3.3-10]
                     return self._ack(0x50, pid)
+                if p == -pid:  # sent again, the application has not taken it yet
+                    free = i
+                    break
                 if not p and free < 0:
                     free = i
                 i += 1
@@ -202,11 +219,15 @@ class Receiver:
                 raise self._fail(0x93)  # over our Receive Maximum [U-3.3.4-d]
             # 3.1.1 has no Receive Maximum: a server may hold more QoS 2
             # messages unreleased than we have room for. Such a message is
-            # delivered and acknowledged unrecorded: only a resend after a
-            # reconnect (its PUBREC lost) could deliver it twice.
+            # delivered and acknowledged unrecorded (even with manual_ack):
+            # only a resend after a reconnect (its PUBREC lost) could
+            # deliver it twice.
             if reason < 0x80 and free >= 0:
-                self.in_pid[free] = pid  # a PUBREC >= 0x80 ends the flow [MQTT-4.3.3-9]
-                if self.ob:
+                # a PUBREC >= 0x80 ends the flow [MQTT-4.3.3-9]; with manual_ack
+                # the id is held (negative) until ack(pid) sends the PUBREC
+                held = self.manual_ack
+                self.in_pid[free] = -pid if held else pid
+                if self.ob and not held:
                     self.ob.inbound(pid, True)
         if reason < 0x80 and self.on_message:
             try:
@@ -217,14 +238,29 @@ class Receiver:
         # [MQTT-4.6.0-2] [MQTT-4.6.0-3]
         if qos == 1 and (not self.manual_ack or reason):
             self._ack(0x40, pid, reason)  # [MQTT-4.3.2-4]
-        elif qos == 2:
+        elif qos == 2 and not held:
             self._ack(0x50, pid, reason)  # [MQTT-4.3.3-8]
 
-    def ack(self, pid):
-        """PUBACK a QoS 1 message delivered while manual_ack is set, once the
-        application has it safe. Call in delivery order [MQTT-4.6.0-2]; after
-        a reconnect the server sends unacknowledged ones again (DUP=1)."""
-        self._ack(0x40, pid)  # [MQTT-4.3.2-4]
+    def ack(self, pid, reason=0):
+        """Acknowledge a QoS 1/2 message delivered while manual_ack is set,
+        once the application has it safe: PUBACK (QoS 1) or PUBREC (QoS 2,
+        which takes ownership [MQTT-4.3.3-8]; the server then releases it).
+        reason (5.0) >= 0x80 refuses it instead (a QoS 2 flow ends
+        [MQTT-4.3.3-9]). Call in delivery order [MQTT-4.6.0-2]
+        [MQTT-4.6.0-3]; after a reconnect that resumed the session the server
+        sends the unacknowledged ones again (DUP=1) and they are delivered
+        again."""
+        if self.v == 4:
+            reason = 0  # 3.1.1 acks carry no reason code
+        i = 0
+        while i < self.in_max:
+            if self.in_pid[i] == -pid:  # a held QoS 2 message
+                self.in_pid[i] = 0 if reason >= 0x80 else pid
+                if self.ob and reason < 0x80:
+                    self.ob.inbound(pid, True)
+                return self._ack(0x50, pid, reason)  # [MQTT-4.3.3-8]
+            i += 1
+        self._ack(0x40, pid, reason)  # [MQTT-4.3.2-4]
 
     def _suback(self, t, n):
         """A SUBACK (t 9) or UNSUBACK (t 11) of n bytes in rx."""
@@ -232,7 +268,10 @@ class Receiver:
         if n < 2:
             raise self._fail(0x81)
         pid = r[0] << 8 | r[1]
-        if not pid or pid != self.sub_pid:
+        i = 0
+        while i < _SUBS and (not pid or self.sub_pids[i] != pid):
+            i += 1
+        if i == _SUBS:
             raise self._fail(0x82)  # not our SUBSCRIBE's id [MQTT-2.2.1-6] [MQTT-2.2.1-3]
         o = 2
         if self.v == 5:
@@ -249,18 +288,81 @@ class Receiver:
             k += 1
         if o == n and c:
             raise self._fail(0x82)  # a code for each filter [MQTT-3.9.3-1] [MQTT-3.11.3-1]
-        self.sub_pid = 0
+        codes = bytes(r[o:n])  # one code a filter (none in a 3.1.1 UNSUBACK)
+        self.sub_pids[i] = 0
+        self.sub_done[i] = pid
+        self.sub_codes[i] = codes
         self.suback_pid = pid
         self.suback_code = r[o] if o < n else 0
+        if self.on_suback:
+            self.on_suback(pid, codes)
+
+    def suback(self, pid):
+        """The reason codes (bytes, one a filter, in order: the granted QoS or
+        >= 0x80 refused; b"" for a 3.1.1 UNSUBACK) the SUBACK/UNSUBACK for
+        packet id pid brought, or None if it has not come (yet). Each
+        answer is kept until read here or until its place is needed by
+        _SUBS newer SUBSCRIBEs."""
+        i = 0
+        while i < _SUBS:
+            if self.sub_done[i] == pid:
+                self.sub_done[i] = 0
+                c = self.sub_codes[i]
+                self.sub_codes[i] = None
+                return c
+            i += 1
+        return None
+
+    def keep(self, o):
+        """A copy of the CONNACK (o 2) or DISCONNECT (o 1) in rx, up to the
+        end of its property block (its length at rx[o]), for connack_props
+        and disconnect_props (5.0; None on 3.1.1)."""
+        if self.v == 4:
+            return None
+        r = self.rx
+        n = s = 0
+        while o < len(r) and s < 28:  # a Variable Byte Integer
+            c = r[o]
+            o += 1
+            n |= (c & 0x7F) << s
+            s += 7
+            if c < 0x80:
+                break
+        return bytes(r[:o + n])  # props.Props.parse checks the block
+
+    @property
+    def connack_props(self):
+        """The last CONNACK's properties (5.0), a props.Props parsed when
+        read: get_int(props.ASSIGNED_CLIENT_ID)... None before one came."""
+        from .cprops import parsed
+        return parsed(self.connack_raw, 2, 2)
+
+    @property
+    def disconnect_props(self):
+        """The properties of the server's last DISCONNECT (5.0): reason
+        string, server reference, ... as a props.Props; None if none came."""
+        from .cprops import parsed
+        return parsed(self.disconnect_raw, 1, 14)
 
     def subscribe(self, subs, props=None, unsub=False):
         """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
         with unsub=True); options: QoS | no local 4 | retain as published 8 |
-        retain handling << 4. Returns the packet id, or FULL while another
-        SUBSCRIBE/UNSUBSCRIBE waits for its ack. props: props.build(..., 8)."""
+        retain handling << 4 (props.NO_LOCAL...). Returns the packet id at
+        once (the ack: on_suback / suback(pid)), or FULL while _SUBS others
+        wait for theirs. props: props.build(..., 8), maybe with a
+        Subscription Identifier."""
         if not self.up:
             raise OSError(errno.ENOTCONN)
-        if self.sub_pid:
+        # a free place for its ack: one never used, else the oldest answer unread
+        k = -1
+        i = 0
+        while i < _SUBS:
+            if not self.sub_pids[i] and (k < 0 or not self.sub_done[i]):
+                k = i
+                if not self.sub_done[i]:
+                    break
+            i += 1
+        if k < 0:
             return FULL
         b = self.img[-1]
         o = _HEAD + 2  # after the packet id
@@ -300,8 +402,10 @@ class Receiver:
         b[_HEAD] = pid >> 8
         b[_HEAD + 1] = pid & 0xFF
         s = self._seal(b, o, 0xA2 if unsub else 0x82)  # reserved bits 0010 [MQTT-3.8.1-1]
+        self.sub_done[k] = 0
+        self.sub_codes[k] = None
         self._send(b, s, o - s)
-        self.sub_pid = pid
+        self.sub_pids[k] = pid
         return pid
 
     def unsubscribe(self, filters, props=None):

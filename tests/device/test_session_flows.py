@@ -284,15 +284,20 @@ def test_MQTT_2_2_1_3_window_full_without_spinning():
         assert len(r.take()) == 3
         assert r.s.publish(b"t", b"3", 1) == S.WINDOW_FULL
         assert r.s.publish(b"t", b"3", 2) == S.WINDOW_FULL
-        assert r.s.subscribe([("g", 0)]) == S.WINDOW_FULL  # one SUBSCRIBE at a time
+        # four SUBSCRIBE/UNSUBSCRIBE in flight at once, then WINDOW_FULL
+        more = [r.s.subscribe([("g%d" % k, 0)]) for k in range(3)]
+        assert len(r.take()) == 3
+        assert r.s.subscribe([("g", 0)]) == S.WINDOW_FULL
+        assert r.s.unsubscribe(["g"]) == S.WINDOW_FULL
         assert r.take() == [] and r.s.pending() == 2
         r.feed(ack(v, PUBACK, p1))
         p3 = r.s.publish(b"t", b"3", 1)
-        assert p3 > 0 and p3 not in (sp, p2)
+        assert p3 > 0 and p3 not in [sp, p2] + more  # in-flight SUBSCRIBE ids skipped
         assert r.take() == [pub(v, b"t", b"3", 1, p3)]
         r.feed(suback(v, sp, [1]))
+        assert r.s.suback(sp) == b"\x01" and r.s.suback(sp) is None
         sp2 = r.s.subscribe([("g", 0)])
-        assert sp2 > 0 and sp2 not in (p2, p3)
+        assert sp2 > 0 and sp2 not in [p2, p3] + more
 
 
 # ---- Receiver flows --------------------------------------------------------------------
@@ -320,8 +325,35 @@ def test_manual_ack_defers_qos1_puback_until_ack():
         r.s.ack(5)
         r.s.ack(6)
         assert r.take() == [unhex("40 02 00 05"), unhex("40 02 00 06")]
-        r.feed(pub(v, b"s", b"d", 2, 7))  # QoS 2 keeps its automatic PUBREC
-        assert r.take() == [unhex("50 02 00 07")]
+        r.feed(pub(v, b"s", b"d", 2, 7))  # QoS 2: no PUBREC until ack() either
+        assert r.take() == [] and r.msgs[-1][1] == b"d"
+
+
+def test_MQTT_4_3_3_8_manual_ack_withholds_the_pubrec():
+    # [MQTT-4.3.3-8] the PUBREC once the application took the message; [MQTT-4.3.3-10]
+    # a resend before PUBREL; [MQTT-4.3.3-11] the PUBCOMP; [MQTT-4.3.3-9] refused
+    for v in BOTH:
+        r = Rig(v)
+        r.s.manual_ack = True
+        r.up()
+        r.feed(pub(v, b"s", b"a", 2, 9))
+        assert r.take() == [] and len(r.msgs) == 1
+        r.feed(pub(v, b"s", b"a", 2, 9, dup=True))  # not taken yet: delivered again, no PUBREC
+        assert r.take() == [] and len(r.msgs) == 2
+        r.feed(ack(v, PUBREL, 9))  # no PUBREC was sent: the id is not known
+        assert r.take() == [unhex("70 02 00 09") if v == 4 else unhex("70 03 00 09 92")]
+        r.s.ack(9)
+        assert r.take() == [unhex("50 02 00 09")]
+        r.feed(pub(v, b"s", b"a", 2, 9, dup=True))  # taken: PUBREC again, not delivered
+        assert r.take() == [unhex("50 02 00 09")] and len(r.msgs) == 2
+        r.feed(ack(v, PUBREL, 9))
+        assert r.take() == [unhex("70 02 00 09")]
+        if v == 5:  # refused by the application: PUBREC 0x80 ends the flow
+            r.feed(pub(v, b"s", b"b", 2, 10))
+            r.s.ack(10, 0x80)
+            assert r.take() == [unhex("50 03 00 0a 80")]
+            r.feed(pub(v, b"s", b"b", 2, 10))  # [MQTT-4.3.3-9] a new message
+            assert r.take() == [] and r.msgs[-1][1] == b"b" and len(r.msgs) == 4
 
 
 def test_MQTT_4_3_2_5_same_id_after_puback_is_a_new_message():
