@@ -4,7 +4,7 @@
 # made again after a reconnect that found no session, and helpers that wait
 # (each wait bounded by its timeout_ms).
 import errno
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, _why
 from .recv import Receiver
 from .alias import Aliases
 from .lite import Publisher
@@ -314,7 +314,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         items = [(topic, qos | options)] if type(topic) is not list else [
             f if type(f) is tuple else (f, qos | options) for f in topic]
         if sub_id and self.v == 4:
-            raise ValueError("sub_id: MQTT 5 only")
+            raise _why("sub_id")
         if sub_id or props and type(props) is not bytes:
             from .cprops import sub_props
             props = sub_props(props, sub_id)

@@ -5,7 +5,7 @@
 # SUBSCRIBE/UNSUBSCRIBE and their acks. Its tables are sized once, in
 # rinit(); dispatching a message allocates nothing.
 import errno
-from .core import FULL, utf8
+from .core import FULL, utf8, _why
 from .propview import Props
 
 try:
@@ -73,7 +73,7 @@ class Receiver:
         Maximum); aliases_in: topic aliases the server may set (our Topic
         Alias Maximum), each up to alias_topic_max bytes of topic."""
         if not 0 < inbound <= 65535:
-            raise ValueError("inbound: 1..65535")
+            raise _why("inbound", inbound)
         self.in_max = inbound
         self.in_pid = [0] * inbound  # QoS 2 ids received, PUBREC sent, no PUBREL yet
         self.a_in_max = aliases_in
@@ -371,7 +371,7 @@ class Receiver:
                 n = len(props) if props else 0
                 b[o] = n  # a block under 128 bytes
                 if n > 127:
-                    raise ValueError("props: over 127 bytes")
+                    raise _why("sub_props", n)
                 o = self._text(b, o + 1, props) if props else o + 1
             for f in subs:
                 opt = 0
@@ -383,21 +383,21 @@ class Receiver:
                 b[s - 2] = n >> 8
                 b[s - 1] = n & 0xFF
                 if not _filter_ok(b, s, o):
-                    raise ValueError("filter: %r" % (f,))  # [MQTT-4.7.1-2] [MQTT-4.7.1-3] [MQTT-4.7.3-1]
+                    raise _why("filter", f)  # [MQTT-4.7.1-2] [MQTT-4.7.1-3] [MQTT-4.7.3-1]
                 if unsub:
                     continue
                 # QoS <= 2, retain handling <= 2, reserved bits 0 [MQTT-3.8.3-5];
                 # 3.1.1: only the QoS bits [MQTT-3-8.3-4 (3.1.1)]
                 if opt & 3 > 2 or opt & (0xC0 if self.v == 5 else 0xFC) or opt & 0x30 == 0x30:
-                    raise ValueError("options: %r" % opt)
+                    raise _why("options", opt)
                 if opt & 4 and b[s:s + 7] == b"$share/":
-                    raise ValueError("options: no local on a shared subscription")  # [MQTT-3.8.3-4]
+                    raise _why("no_local")  # [MQTT-3.8.3-4]
                 b[o] = opt
                 o += 1
         except IndexError:
-            raise ValueError("SUBSCRIBE larger than tx_size")
+            raise _why("sub_size", len(b) - _HEAD)
         if o == _HEAD + 2 + (1 if self.v == 5 else 0):
-            raise ValueError("subs: none")  # at least one [MQTT-3.8.3-3] [MQTT-3.10.3-2]
+            raise _why("no_subs")  # at least one [MQTT-3.8.3-3] [MQTT-3.10.3-2]
         pid = self._pid()
         b[_HEAD] = pid >> 8
         b[_HEAD + 1] = pid & 0xFF

@@ -20,6 +20,14 @@ _TEXT = {
                                "Packet Size %d"),  # [MQTT-3.2.2-15]
     "payload_utf8": (ValueError, "payload: not UTF-8, and props say it is"),  # [U-3.3.2-b]
     "response_topic": (ValueError, "response_topic: a wildcard (+ #)"),  # [MQTT-3.3.2-14]
+    "inbound": (ValueError, "inbound: %d, 1 to 65535"),
+    "sub_props": (ValueError, "props: %d bytes, a SUBSCRIBE's properties take 127 at most"),
+    "filter": (ValueError, "filter: %r is not a topic filter"),  # [MQTT-4.7.1-2] [MQTT-4.7.3-1]
+    "options": (ValueError, "options: %r (QoS 0 to 2, retain handling 0 to 2, reserved bits 0)"),
+    "no_local": (ValueError, "options: no local on a shared subscription"),  # [MQTT-3.8.3-4]
+    "sub_size": (ValueError, "filters: the SUBSCRIBE does not fit the %d bytes tx_size leaves"),
+    "no_subs": (ValueError, "filters: none"),  # [MQTT-3.8.3-3] [MQTT-3.10.3-2]
+    "sub_id": (ValueError, "sub_id: MQTT 5 only"),
     "outbox_size": (ValueError, "size: %d bytes, an outbox needs 288 at least"),
     "outbox_other": (ValueError, "path: an outbox file of %d bytes, not size %d"),
     "outbox_full": (OSError, "outbox full"),
