@@ -153,9 +153,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         credentials or client id (CONNACK 0x84-0x87, 0x8C; 3.1.1 return
         codes 1, 2, 4, 5) or the server's certificate did not verify
         (CPython's ssl.SSLCertVerificationError is an OSError)."""
-        if isinstance(e, ServerError):
-            return e.args[0] in (b"\x01\x02\x04\x05" if self.v == 4 else b"\x84\x85\x86\x87\x8c")
-        return type(e).__name__ == "SSLCertVerificationError"
+        return _why("fatal", e, self.v)  # asked only when a connect failed
 
     # ---- the loop -----------------------------------------------------------
 

@@ -1,7 +1,8 @@
 # frugalmqtt.why: the words of the errors the device package raises for bad
-# arguments and sizes, imported only when one is raised (core._why), so a
-# device holds none of this text until then. Each names the argument, and for
-# a size the size and the limit.
+# arguments and sizes, the names of the reason codes, and which connect
+# errors are fatal, imported only when an error is raised, printed or judged
+# (core._why), so a device holds none of this until then. Each argument error
+# names the argument, and for a size the size and the limit.
 _HEAD = 5  # core._HEAD
 
 # key: (exception class, message with %-formatted arguments)
@@ -48,6 +49,14 @@ def make(key, a):
         cls, text = _TEXT[key]
         return cls(text % a if a else text)
     return globals()[key](*a)
+
+
+def fatal(e, v):
+    """client.MQTTClient.fatal(): True for a connect error no retry mends."""
+    from .core import ServerError
+    if isinstance(e, ServerError):
+        return e.args[0] in (b"\x01\x02\x04\x05" if v == 4 else b"\x84\x85\x86\x87\x8c")
+    return type(e).__name__ == "SSLCertVerificationError"
 
 
 def _packet(n):
