@@ -38,6 +38,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
 
     Callbacks: on_message(msg) with a reused recv.Message; on_done(pid,
     reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it).
+    An exception one raises comes out of the call that was waiting
+    (poll(), publish(), subscribe() ...) once its packet is handled; with
+    callback_errors = "log" its traceback is printed and the client goes on.
 
     `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
     a file: reloaded here, resumed on connect; publish() then stores QoS 1/2
@@ -87,18 +90,26 @@ class MQTTClient(Receiver, Aliases, Publisher):
         """Reconnect with bounded exponential backoff until connected (when
         reconnect=True). Stored QoS 1/2 messages are resent by the session."""
         delay = self.backoff_min
+        err = None  # an exception a callback raised meanwhile: raised once done
         while not self.up:
             try:
                 if not self.connect():  # no session: subscribe again
                     for f, opts, props in self.subscriptions:
-                        self._sub(((f, opts),), props, False, self.timeout)
-                return
+                        try:
+                            self._sub(((f, opts),), props, False, self.timeout)
+                        except Exception as e:
+                            if e is not self._cbe:
+                                raise
+                            err = err or e
+                break
             except (OSError, MQTTError, ServerError) as e:
-                if not self.reconnect:
+                if not self.reconnect or e is self._cbe:
                     raise
                 self.last_error = e
             sleep_ms(delay)
             delay = min(delay * 2, self.backoff_max)
+        if err:
+            raise err
 
     # ---- the loop -----------------------------------------------------------
 
@@ -108,7 +119,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
         0. A broken link raises unless reconnect=True (then it reconnects)."""
         try:
             return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
-        except (OSError, MQTTError, ServerError):
+        except (OSError, MQTTError, ServerError) as e:
+            if e is self._cbe:
+                raise  # a callback's: the link is fine
             self.close()
             if not self.reconnect:
                 raise
