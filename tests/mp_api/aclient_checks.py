@@ -78,9 +78,9 @@ async def _pubsub(host, port, tag, version, n):
     it = b.messages()
 
     async def consume():
-        async for topic, payload, retained in it:
-            it_got.append((topic, payload, retained))
-            if payload == b"it-end":
+        async for m in it:
+            it_got.append((m.topic, m.payload, m.retain))
+            if m.payload == b"it-end":
                 return
 
     task = asyncio.create_task(consume())
