@@ -598,6 +598,8 @@ class AMQTTClient(Receiver, Aliases, Core):
         subscriber matched), >= 0x80 refused (5.0), core.SESSION_LOST,
         alias.EXPIRED. It waits across reconnects; OSError if the client
         closes meanwhile (the message stays stored)."""
+        if self._fatal is not None:
+            raise self._fatal  # a callback stopped the client
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)
