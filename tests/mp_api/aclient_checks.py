@@ -572,3 +572,25 @@ async def _events(host, port, tag, version):
     await b.disconnect()
     await p.disconnect()
     return {"downs": downs, "connects": c.connects}
+
+
+# ---- the server's DISCONNECT with properties (a scripted broker) -------------------------
+
+def server_disconnect(host, port, tag, version):
+    return asyncio.run(_server_disconnect(host, port, tag, version))
+
+
+async def _server_disconnect(host, port, tag, version):
+    """The server ends the connection with DISCONNECT, a reason and
+    properties: on_disconnect gets both (props readable during the call)."""
+    seen = []
+
+    def on_disconnect(reason, props):
+        seen.append([reason, props.get_str(0x1F), [list(u) for u in props.user_properties()]])
+
+    c = _client(host, port, tag + "-d", version, reconnect=False)
+    c.on_disconnect = on_disconnect
+    await c.connect()
+    await asyncio.wait_for(c.down_event.wait(), 5)
+    assert await _until(lambda: seen), c.last_error
+    return {"seen": seen, "error": type(c.last_error).__name__}
