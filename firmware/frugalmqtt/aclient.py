@@ -681,8 +681,8 @@ class AMQTTClient(Receiver, Aliases, Core):
             self._cb(msg)
 
     def messages(self, depth=4):
-        """An async iterator of Message copies (allocates; on_message does
-        not). Up to `depth` messages wait for the consumer; then the reader
+        """An async iterator of Message copies of the messages that arrive
+        from the first call on (allocates; on_message does not). Up to `depth` messages wait for the consumer; then the reader
         stops reading (and acknowledging) until it catches up, so consume
         promptly: a stalled reader also misses PINGRESP. Ends after
         disconnect()/close(), or when the connection is lost with
