@@ -33,7 +33,7 @@ from sys import implementation
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms
 from .recv import Receiver
 from .alias import Aliases
-from .props import Props
+from .propview import Props
 
 _MP = implementation.name == "micropython"
 
