@@ -13,8 +13,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
 from apihost import BOTH, MP_TIMEOUT_S, parse_result, spawn  # noqa: E402
 
 
-def _run(runtime, func, broker, tag, version):
-    """(result, everything printed) of callback_checks.func."""
+def _run(runtime, version, mosquitto, func):
+    """A broker, the tag of the run, and (result, everything printed) of
+    callback_checks.func against it."""
+    broker = mosquitto()
+    tag = "%s-%s-%d" % (func, runtime[:2], version)
+    return (broker, tag) + _output(runtime, func, broker, tag, version)
+
+
+def _output(runtime, func, broker, tag, version):
     p = spawn(runtime, "callback_checks", func, broker.host, broker.port, tag, version)
     try:
         out, err = p.communicate(timeout=MP_TIMEOUT_S)
@@ -37,9 +44,7 @@ def _tracebacks(text, what):
 
 @BOTH
 def test_blocking_client(runtime, version, mosquitto):
-    b = mosquitto()
-    tag = "cbb-%s-%d" % (runtime[:2], version)
-    r, text = _run(runtime, "blocking", b, tag, version)
+    b, tag, r, text = _run(runtime, version, mosquitto, "blocking")
     assert r["got"] == 5
     # the messages whose callback raised were acknowledged all the same
     assert b.log().count("Received PUBACK from %s-b" % tag) == 5
@@ -49,9 +54,7 @@ def test_blocking_client(runtime, version, mosquitto):
 
 @BOTH
 def test_async_client_raise(runtime, version, mosquitto):
-    b = mosquitto()
-    tag = "cbr-%s-%d" % (runtime[:2], version)
-    r, text = _run(runtime, "async_raise", b, tag, version)
+    b, tag, r, text = _run(runtime, version, mosquitto, "async_raise")
     assert r["caught"] == 3
     log = b.log()
     assert "Received PUBACK from %s-a" % tag in log  # acknowledged before stopping
@@ -62,9 +65,7 @@ def test_async_client_raise(runtime, version, mosquitto):
 
 @BOTH
 def test_async_client_log(runtime, version, mosquitto):
-    b = mosquitto()
-    tag = "cbl-%s-%d" % (runtime[:2], version)
-    r, text = _run(runtime, "async_log", b, tag, version)
+    b, tag, r, text = _run(runtime, version, mosquitto, "async_log")
     assert r["got"] == 2
     for what in ("boom-connect", "boom-msg", "boom-disconnect"):
         assert len(_tracebacks(text, what)) == 1, (what, text)
