@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
-from apihost import BOTH, run_check  # noqa: E402
+from apihost import BOTH, RUNTIMES, run_check  # noqa: E402
 from frugalmqtt_host import packets  # noqa: E402
 from host_sim.scripted import ScriptedBroker  # noqa: E402
 
@@ -49,3 +51,22 @@ def test_split_packet_and_oversized_header(runtime, version):
         assert [e["reason"] for e in peer.disconnects()] == [0x95]
     else:
         assert peer.disconnects() == []
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_server_disconnect_properties(runtime):
+    """5.0: the server's DISCONNECT reason and properties reach on_disconnect."""
+    def script(peer):
+        peer.expect("CONNECT")
+        peer.send(packets.connack(peer.version))
+        time.sleep(0.1)
+        peer.send(packets.disconnect(5, 0x8B, [(0x1F, "going down"), (0x26, ("k", "v"))]))
+        peer.wait_closed()
+
+    b = ScriptedBroker([script])
+    try:
+        r = run_check(runtime, "aclient_checks", "server_disconnect", b.host, b.port, "sd", 5)
+        assert b.errors == []
+    finally:
+        b.close()
+    assert r == {"seen": [[0x8B, "going down", [["k", "v"]]]], "error": "ServerError"}, r

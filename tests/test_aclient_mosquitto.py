@@ -192,3 +192,38 @@ def test_receiving_allocates_only_to_wait(runtime, mosquitto):
         per_wait = [p[0] for p in r["spaced"] if p[1] == 1]
         most = max(set(per_wait), key=per_wait.count)
         assert 0 < most <= 256 and per_wait.count(most) * 2 > len(per_wait), per_wait
+
+
+@BOTH
+def test_application_api(runtime, version, mosquitto):
+    """async with, up/down events, publish(wait=True), Message copies."""
+    b = mosquitto()
+    tag = _tag("api", runtime, version)
+    r = _check(runtime, "api", b, tag, version)
+    # QoS 0: 0 once sent; PUBACK/PUBCOMP 0; 5.0: 0x10 when nobody subscribed
+    assert r["codes"] == [0, 0, 0, 0x10 if version == 5 else 0]
+    t = tag + "/api"
+    props = ["text/plain", [["k", "v"]]] if version == 5 else [None, None]
+    assert r["msgs"] == [[t, "kept", 1, True, False, None, None],
+                         [t, "q0", 0, False, False, None, None],
+                         [t, "q1", 1, False, False] + props,
+                         [t, "q2", 2, False, False, None, None]]
+    log = b.log()
+    assert "Received DISCONNECT from %s-api" % tag in log
+
+
+@BOTH
+def test_connection_events(runtime, version, mosquitto):
+    """down_event/on_disconnect on a lost link, up_event on the reconnect;
+    subscriptions made again after the reconnect and after connect();
+    the server's DISCONNECT reason (5.0)."""
+    b = mosquitto()
+    tag = _tag("ev", runtime, version)
+    r = _check(runtime, "events", b, tag, version)
+    assert r["connects"] == 3
+    # the break: 5.0 mosquitto says why (0x82 Protocol Error), 3.1.1 just closes
+    # mosquitto 2.0.11 closes a taken-over connection without DISCONNECT
+    assert r["downs"] == [[0x82 if version == 5 else 0x80, True], [0, True], [0, True],
+                          [0x80, True]]
+    subs = [l for l in b.log().splitlines() if "Received SUBSCRIBE from %s-e" % tag in l]
+    assert len(subs) == 3, subs  # subscribe(), then made again twice

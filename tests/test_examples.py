@@ -112,7 +112,9 @@ def test_async_client(runtime, broker):
     out = run_example(runtime, "async_client.py", broker)
     assert "connected, session present:" in out
     assert [l for l in out.splitlines() if l.startswith("received")] == [
-        "received examples/async/temp %d" % (20 + n) for n in range(3)]
+        "received examples/async/temp %d qos 1" % (20 + n) for n in range(3)]
+    assert out.count("acknowledged, reason code 0") == 3, out
+    assert out.rstrip().endswith("done"), out
 
 
 @pytest.mark.parametrize("runtime", ds.RUNTIMES)

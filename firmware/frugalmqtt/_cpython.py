@@ -61,3 +61,9 @@ class File:
         from os import fsync
         self.f.flush()
         fsync(self.f.fileno())
+
+
+def print_exception(e):
+    """MicroPython's sys.print_exception: the traceback, as Python prints it."""
+    import traceback
+    traceback.print_exception(type(e), e, e.__traceback__)

@@ -2,7 +2,9 @@
 # outbound aliases (alias.Aliases), driven by two tasks per connection (a
 # reader and a keep-alive pinger) under MicroPython's `asyncio` or CPython's
 # asyncio; the same code runs on both. Reconnects with bounded exponential
-# backoff and subscribes again when the server kept no session.
+# backoff and subscribes again when the server kept no session. The
+# application sees the connection through up_event/down_event and
+# on_connect/on_disconnect; messages() yields copies (Message).
 #
 # Reading. The socket is non-blocking; the reader waits until it is readable,
 # then frames packets straight into the core's rx with what the socket has:
@@ -28,9 +30,10 @@ import select
 import errno
 import asyncio
 from sys import implementation
-from .core import Core, FULL, ticks_ms
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms
 from .recv import Receiver
 from .alias import Aliases
+from .propview import Props
 
 _MP = implementation.name == "micropython"
 
@@ -89,24 +92,29 @@ class _Link:
         self.wp.register(sock, select.POLLOUT)
 
     def write(self, b, o, n):
-        while True:
-            try:
-                k = self.st.write(b, o, n)
-            except OSError as e:
-                if not _again(e):
-                    raise
-                k = None
-            if k:
-                return k
-            if k == 0:
-                raise OSError(errno.ECONNRESET)
-            if _MP:  # the send buffer is full: wait for room
-                for _ in self.wp.ipoll(self.ms):
-                    break
-                else:
+        try:
+            while True:
+                try:
+                    k = self.st.write(b, o, n)
+                except OSError as e:
+                    if not _again(e):
+                        raise
+                    k = None
+                if k:
+                    return k
+                if k == 0:
+                    raise OSError(errno.ECONNRESET)
+                if _MP:  # the send buffer is full: wait for room
+                    for _ in self.wp.ipoll(self.ms):
+                        break
+                    else:
+                        raise OSError(errno.ETIMEDOUT)
+                elif not self.wp.poll(self.ms):
                     raise OSError(errno.ETIMEDOUT)
-            elif not self.wp.poll(self.ms):
-                raise OSError(errno.ETIMEDOUT)
+        except OSError as e:  # the core closes the link next: on_disconnect tells why
+            if self.c:
+                self.c.last_error = e
+            raise
 
     def read(self, b, n):
         try:
@@ -127,6 +135,30 @@ class _Link:
             self.st.close()
 
 
+class Message:
+    """A message as messages() yields it: a copy the application may keep.
+    The fields of recv.Message: topic, payload (bytes), qos, retain, dup
+    (bool), pid (for ack() with manual_ack) and props: on 5.0 a props.Props
+    over a copy of the message's properties, None when it has none."""
+
+    def __init__(self, m, v5):
+        self.topic = bytes(m.topic)
+        self.payload = bytes(m.payload)
+        self.qos = m.qos
+        self.retain = bool(m.retain)
+        self.dup = bool(m.dup)
+        self.pid = m.pid
+        self.props = None
+        p = m.props
+        if v5 and p.end > p.off:  # parsed for this message (recv.Receiver.inbound)
+            q = self.props = Props()
+            q.buf = bytes(memoryview(p.buf)[p.off:p.end])
+            q.end = p.end - p.off
+            for i in range(len(q.at)):
+                if p.at[i] >= 0:
+                    q.at[i] = p.at[i] - p.off
+
+
 class AMQTTClient(Receiver, Aliases, Core):
     """An asyncio MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
@@ -138,18 +170,30 @@ class AMQTTClient(Receiver, Aliases, Core):
     max_packet, tx_size, slots, slot_size, inbound, aliases_out, aliases_in,
     alias_topic_max.
 
-    After a successful connect() a lost connection is re-established in the
-    background (reconnect=True) with exponential backoff from backoff_ms[0]
-    to backoff_ms[1] before each attempt: stored QoS 1/2 messages are resent
-    by the core, and the subscriptions are made again when the server kept
-    no session. With reconnect=False the waiting methods raise OSError once
-    the connection is gone.
+    `async with AMQTTClient(...) as c:` connects on entry and disconnects on
+    exit. After a successful connect a lost connection is re-established in
+    the background (reconnect=True) with exponential backoff from
+    backoff_ms[0] to backoff_ms[1] before each attempt: stored QoS 1/2
+    messages are resent by the core, and the subscriptions are made again
+    whenever a connection starts without the server's session. With
+    reconnect=False the waiting methods raise OSError once the connection is
+    gone.
 
-    Callbacks (plain functions, called in the reader task): on_message(msg)
-    with the reused recv.Message (valid during the call), on_done(pid,
-    reason) when a QoS 1/2 flow ends, on_connect(session_present) after each
-    successful connect or reconnect. Or iterate: `async for topic, payload,
-    retained in client.messages()` (copies; see messages()).
+    State: isconnected(); up_event (asyncio.Event) is set while connected
+    (after the subscriptions are made again), down_event while not; the
+    client sets each on a change only, so an application may clear one to
+    wait for the next change (mqtt_as style).
+
+    Callbacks (plain functions, called in the client's tasks):
+    on_message(msg) with the reused recv.Message (valid during the call),
+    on_done(pid, reason) when a QoS 1/2 flow ends, on_connect(session_present)
+    after each successful connect or reconnect, on_disconnect(reason, props)
+    when a connection that was up ends. Or iterate: `async for msg in
+    client.messages()` (Message copies). An exception a callback raises
+    stops the client (callback_errors "raise", the default: the connection
+    closes without DISCONNECT, nothing reconnects, the exception leaves the
+    client's task and every wait of the application raises it), or is
+    printed with its traceback (callback_errors = "log").
     """
 
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
@@ -159,9 +203,10 @@ class AMQTTClient(Receiver, Aliases, Core):
                  slots=8, slot_size=256, inbound=8, aliases_out=8, aliases_in=4,
                  alias_topic_max=64):
         self._cb = None  # the application's on_message (see the property)
-        self._q = None  # messages() queue of (topic, payload, retained)
+        self._q = None  # messages() queue of Message
         self._qmax = 0
         self._deliver = self._queue  # bound once: the reader allocates nothing per message
+        self._waits = None  # publish(wait=True): {pid: final reason, None until it comes}
         self.rinit(inbound, aliases_in, alias_topic_max)
         p = b""
         if version == 5:
@@ -185,9 +230,13 @@ class AMQTTClient(Receiver, Aliases, Core):
         self.reconnect = reconnect
         self.backoff_min, self.backoff_max = backoff_ms
         self.connects = 0  # successful connects so far
-        self.last_error = None  # why the last (re)connect attempt failed
+        self.last_error = None  # why the last connection ended or (re)connect attempt failed
         self.subscriptions = []  # (filter, options, props) to make again without a session
-        self.on_connect = None
+        self.on_connect = None  # on_connect(session_present)
+        self.on_disconnect = None  # on_disconnect(reason, props)
+        self.up_event = asyncio.Event()  # set while connected
+        self.down_event = asyncio.Event()  # set while not
+        self.down_event.set()
         self._evt = asyncio.Event()  # set on every change waiters may look for
         self._link = None  # the open connection (_Link)
         self._live = None  # ... once its CONNACK came
@@ -195,6 +244,9 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._ptask = None  # its keep-alive pinger
         self._rctask = None  # the background reconnect loop
         self._closing = False  # the application closed: no reconnect
+        self._fatal = None  # the exception of a callback that stopped the client
+        self._gone = False  # a connection that was up ended: on_disconnect is due
+        self._dprops = False  # the server's DISCONNECT left its properties in self.props
         # framing the packet being read: header bytes seen (0: none), its
         # remaining length so far and the shift of its next byte, body bytes
         # wanted (-1: in the header) and read
@@ -217,15 +269,33 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     on_message = property(_get_cb, _set_cb)
 
+    # The core calls on_done also for a publish(wait=True) waiting.
+    def _get_done(self):
+        return self._done if self._on_done is not None or self._waits else None
+
+    on_done = property(_get_done, Receiver._set_done)
+
+    def _call_done(self, pid, reason):
+        w = self._waits
+        if w and pid in w:
+            w[pid] = reason
+        if self._on_done is not None:
+            Receiver._call_done(self, pid, reason)
+
     @property
     def connected(self):
         """The server accepted our CONNECT on the open connection."""
         return self.up
 
+    def isconnected(self):
+        """The server accepted our CONNECT on the open connection (mqtt_as's name)."""
+        return self.up
+
     # ---- connection -------------------------------------------------------------
 
     async def connect(self, clean=None):
-        """Connect and wait for CONNACK. Returns session present. Raises
+        """Connect and wait for CONNACK (then make the subscriptions again if
+        the server kept no session). Returns session present. Raises
         ServerError when refused, OSError on network trouble or when no
         CONNACK came within timeout_ms. One attempt: reconnecting starts when
         a connection that was up is lost."""
@@ -233,8 +303,23 @@ class AMQTTClient(Receiver, Aliases, Core):
             self.clean = clean
         self.close()  # an earlier connection, without reconnecting
         self._closing = False
+        self._fatal = self._cbe = None
         await self._up()
         return bool(self.sp)
+
+    async def __aenter__(self):
+        await self.connect()
+        return self
+
+    async def __aexit__(self, et, ev, tb):
+        """Disconnect (or stop reconnecting). The exception of a callback that
+        stopped the client is raised here unless another is on its way."""
+        if self.up:
+            await self.disconnect()
+        else:
+            self.close()
+        if et is None and self._fatal is not None:
+            raise self._fatal
 
     def _open(self):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
@@ -257,6 +342,7 @@ class AMQTTClient(Receiver, Aliases, Core):
         link = self._link = _Link(self, s, self.timeout)
         self._hn = 0
         self._need = -1
+        self._dprops = False
         self.begin(link, self.clean)  # a failed write closes the link
         return link
 
@@ -276,12 +362,13 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._live = link
         if self.ka_ms:
             self._ptask = asyncio.create_task(self._pinger(link))
-        self._evt.set()
+        if not self.sp:  # no session on the server: subscribe again
+            for f, opts, props in self.subscriptions:
+                await self._sub(((f, opts),), props, False)
+        self.up_event.set()
+        self.down_event.clear()
         if self.on_connect:
-            try:
-                self.on_connect(self.sp)
-            except Exception as e:  # as for on_message: kept, not raised
-                self.callback_error = e
+            self._user(self.on_connect, self.sp)
 
     async def _until_connack(self, link):
         while True:
@@ -298,21 +385,58 @@ class AMQTTClient(Receiver, Aliases, Core):
             Core.close(self)
 
     def _down(self, link):
-        """Connection link ends (_Link.close): stop its tasks, wake the
-        waiters and, if it was up, start reconnecting."""
+        """Connection link ends (_Link.close, inside Core.close): stop its
+        tasks, wake the waiters and, if it was up, tell the application and
+        start reconnecting."""
         if self._link is not link:
             return
         was_up = self._live is link
         self._live = self._link = None
-        self.sub_pid = 0  # a SUBSCRIBE in flight is never answered now
         cur = asyncio.current_task()
         for t in (self._rtask, self._ptask):
             if t is not None and t is not cur:
                 t.cancel()  # MicroPython: also takes the reader off the IOQueue
         self._rtask = self._ptask = None
         self._evt.set()
-        if self.reconnect and was_up and not self._closing and self._rctask is None:
+        if not was_up:
+            return
+        self.up_event.clear()
+        self.down_event.set()
+        if self._closing:
+            self._gone = True  # _end() calls on_disconnect, once the core closed
+            return
+        # The reader or pinger notes why (last_error) after the core closed:
+        # on_disconnect runs in a task of its own, next.
+        asyncio.create_task(self._lost())
+        if self.reconnect and self._rctask is None:
             self._rctask = asyncio.create_task(self._reconnect())
+
+    async def _lost(self):
+        e = self.last_error
+        props = self.props if self._dprops else None
+        if self.on_disconnect:
+            # the server's DISCONNECT reason, the reason of ours after a
+            # protocol error, else Unspecified error (the network, TLS)
+            self._user(self.on_disconnect,
+                       e.args[0] if isinstance(e, (ServerError, MQTTError)) else 0x80, props)
+
+    def _user(self, f, *a):
+        """Call on_connect or on_disconnect: an exception it raises stops the
+        client and goes on up (callback_errors "raise"), or is printed."""
+        try:
+            f(*a)
+        except Exception as e:
+            if not self._cb_failed(e):
+                self._stop(e)
+                raise
+
+    def _stop(self, e):
+        """A callback raised e (callback_errors "raise"): the client stops as
+        a failed program would. The link closes without DISCONNECT (the
+        server publishes the will), nothing reconnects, and every wait of
+        the application raises e."""
+        self.last_error = self._fatal = e
+        self._end(0x80)
 
     async def _reconnect(self):
         delay = self.backoff_min
@@ -320,10 +444,9 @@ class AMQTTClient(Receiver, Aliases, Core):
             await _sleep_ms(delay)
             try:
                 await self._up()
-                if not self.sp:  # no session on the server: subscribe again
-                    for f, opts, props in self.subscriptions:
-                        await self._sub(((f, opts),), props, False)
             except Exception as e:  # network, refusal, TLS (ValueError on MicroPython)
+                if self._fatal is not None:
+                    raise  # a callback's: the client stopped
                 self.last_error = e
                 delay = min(delay * 2, self.backoff_max)
                 continue
@@ -335,11 +458,15 @@ class AMQTTClient(Receiver, Aliases, Core):
         [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
         self._closing = True  # before the link closes: _down must not reconnect
         Core.disconnect(self, reason)
-        self.close()
+        self._end(reason)
 
     def close(self):
         """Drop the connection without DISCONNECT (the server then publishes
         the will); the session is kept and nothing reconnects."""
+        self._end(0)
+
+    def _end(self, reason):
+        """The application ends the connection (reason: what on_disconnect gets)."""
         self._closing = True
         t = self._rctask
         self._rctask = None
@@ -347,10 +474,15 @@ class AMQTTClient(Receiver, Aliases, Core):
             t.cancel()
         Core.close(self)
         self._evt.set()
+        if self._gone:
+            self._gone = False
+            if self.on_disconnect:
+                self._user(self.on_disconnect, reason, None)
 
     # ---- tasks ------------------------------------------------------------------
 
     async def _reader(self, link):
+        rl = 0
         try:
             while self._link is link:
                 await _readable(link)
@@ -366,7 +498,13 @@ class AMQTTClient(Receiver, Aliases, Core):
                         while len(q) >= self._qmax and self._link is link:
                             await self._change()
         except Exception as e:  # OSError, MQTTError, ServerError; TLS: ValueError on MicroPython
+            if e is self._cbe:  # an application callback's, raised after its packet
+                self._stop(e)
+                raise
             self.last_error = e
+            if type(e) is ServerError and self.first == 0xE0 and self.v == 5 and rl > 1:
+                # the server's DISCONNECT: its properties, for on_disconnect
+                self._dprops = self.props.parse(self.rx, 1, rl, 14) > 0
             self._drop(link)
 
     def _frame(self, link):
@@ -435,7 +573,10 @@ class AMQTTClient(Receiver, Aliases, Core):
         await self._evt.wait()
 
     def _check(self):
-        """Raise unless connected or going to be (reconnecting, in another task)."""
+        """Raise unless connected or going to be (reconnecting, in another
+        task); the exception of a callback that stopped the client."""
+        if self._fatal is not None:
+            raise self._fatal
         t = self._rctask
         if not self.up and (self._closing or t is None or t is asyncio.current_task()):
             raise OSError(errno.ENOTCONN)
@@ -447,12 +588,20 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     # ---- publishing -------------------------------------------------------------
 
-    async def publish(self, topic, payload, qos=0, retain=False, props=None):
+    async def publish(self, topic, payload, qos=0, retain=False, props=None, wait=False):
         """Publish; returns the packet id (0 for QoS 0). QoS 0 needs (waits
         for) a connection. A QoS 1/2 message is stored, even while
         disconnected, and sent when the server's Receive Maximum allows; when
         every slot is taken this waits for one. props: props.build() bytes
-        (or (id, value) pairs, built on each call)."""
+        (or (id, value) pairs, built on each call).
+
+        wait=True: return the flow's final reason code instead, once it ends
+        (QoS 0: 0 once sent): < 0x80 the server has the message (0x10: no
+        subscriber matched), >= 0x80 refused (5.0), core.SESSION_LOST,
+        alias.EXPIRED. It waits across reconnects; OSError if the client
+        closes meanwhile (the message stays stored)."""
+        if self._fatal is not None:
+            raise self._fatal  # a callback stopped the client
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)
@@ -461,9 +610,22 @@ class AMQTTClient(Receiver, Aliases, Core):
                 await self._connected()
             pid = Core.publish(self, topic, payload, qos, retain, props)
             if pid != FULL:
-                return pid
+                break
             self._check()
             await self._change()
+        if not wait or pid <= 0:  # QoS 0, or waiting in an outbox's file
+            return pid
+        w = self._waits
+        if w is None:
+            w = self._waits = {}
+        w[pid] = None
+        try:
+            while w[pid] is None:
+                self._check()
+                await self._change()
+            return w[pid]
+        finally:
+            del w[pid]
 
     async def flush(self):
         """Wait until every stored QoS 1/2 message is acknowledged."""
@@ -475,8 +637,9 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     async def subscribe(self, topic, qos=0, options=0, props=None):
         """Subscribe to one filter and wait for SUBACK; returns its reason code
-        (the granted QoS, or >= 0x80 when refused). The subscription is made
-        again after a reconnect that found no session on the server."""
+        (the granted QoS, or >= 0x80 when refused). The client keeps it (until
+        unsubscribe()) and makes it again on every connection that starts
+        without the server's session."""
         code = await self._sub(((topic, qos | options),), props, False)
         if code < 0x80:
             self._forget(topic)
@@ -505,27 +668,29 @@ class AMQTTClient(Receiver, Aliases, Core):
             if pid != FULL:
                 break
             await self._change()
-        while self.suback_pid != pid:
+        while True:  # its answer, kept for it even when others came first
+            codes = self.suback(pid)
+            if codes is not None:
+                return codes[0] if codes else 0
             if self._link is not link:
-                raise OSError(errno.ECONNRESET)  # never resent
+                raise self._fatal or OSError(errno.ECONNRESET)  # never resent
             await self._change()
-        self.suback_pid = 0
-        return self.suback_code
 
     # ---- receiving --------------------------------------------------------------
 
     def _queue(self, msg):
+        self._q.append(Message(msg, self.v == 5))
         if self._cb:
             self._cb(msg)
-        self._q.append((bytes(msg.topic), bytes(msg.payload), bool(msg.retain)))
 
     def messages(self, depth=4):
-        """An async iterator of (topic, payload, retained), bytes copied from
-        each message (allocates; on_message does not). Up to `depth` messages
-        wait for the consumer; then the reader stops reading (and acknowledging)
-        until it catches up, so consume promptly: a stalled reader also misses
-        PINGRESP. Ends after disconnect()/close(), or when the connection is
-        lost with reconnect=False."""
+        """An async iterator of Message copies of the messages that arrive
+        from the first call on (allocates; on_message does not). Up to `depth` messages wait for the consumer; then the reader
+        stops reading (and acknowledging) until it catches up, so consume
+        promptly: a stalled reader also misses PINGRESP. Ends after
+        disconnect()/close(), or when the connection is lost with
+        reconnect=False; raises the exception of a callback that stopped the
+        client."""
         if self._q is None:
             self._q = []
         self._qmax = depth
@@ -540,6 +705,8 @@ class AMQTTClient(Receiver, Aliases, Core):
         q = self._q
         while not q:
             if not self.up and (self._closing or self._rctask is None):
+                if self._fatal is not None:
+                    raise self._fatal
                 raise StopAsyncIteration
             await self._change()
         m = q.pop(0)

@@ -52,6 +52,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
     reason) when a QoS 1/2 flow ends (reason < 0x80: the server has it);
     on_suback(pid, codes) for each SUBACK/UNSUBACK; on_oversize(topic, size)
     for an inbound PUBLISH over max_packet (see oversize()).
+    An exception a callback raises comes out of the call that was waiting
+    (poll(), publish(), subscribe() ...) once its packet is handled; with
+    callback_errors = "log" its traceback is printed and the client goes on.
 
     `outbox` (an outbox.Outbox) persists QoS 1/2 messages and QoS 2 state in
     a file: reloaded here, resumed on connect; publish() then stores QoS 1/2
@@ -135,6 +138,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
             try:
                 sp = self.connect()
             except (OSError, MQTTError, ServerError) as e:
+                if e is self._cbe:
+                    raise  # a callback's error, not the link's
                 self.last_error = e
                 if not self.reconnect or self.fatal(e):
                     raise
@@ -169,6 +174,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
             if self.sock is not None or not self.reconnect:
                 return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
         except (OSError, MQTTError, ServerError) as e:
+            if e is self._cbe:
+                raise  # a callback's: the link is fine
             if isinstance(e, ServerError):
                 self.disconnect_reason = e.args[0]
                 self.disconnect_raw = self.keep(1)
@@ -212,6 +219,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         Size [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
         See docs/protocol-decisions.md."""
         r = self.rx
+        self._cbe = None
         qos = self.first >> 1 & 3
         if self.first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
             raise self._fail(0x95)
@@ -235,6 +243,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
         try:
             if self.on_oversize:
                 self.on_oversize(topic, 2 + rl + (rl > 127) + (rl > 16383) + (rl > 2097151))
+        except Exception as e:  # raised once the packet is handled
+            self._cb_failed(e)
         finally:
             self.in_callback = False
         if self.v == 5:
@@ -248,6 +258,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
             if pid not in s and 0 in s:
                 s[s.index(0)] = pid  # its PUBREL finds it [MQTT-4.3.3-11]
             self._ack(0x50, pid)  # [MQTT-4.3.3-8]
+        if self._cbe is not None:
+            raise self._cbe  # on_oversize's, the message acknowledged
         # nothing left to dispatch: what packet() then sees is a PINGRESP,
         # which only notes that the server is there (it just sent this)
         self.first = 0xD0

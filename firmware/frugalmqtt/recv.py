@@ -5,7 +5,7 @@
 # SUBSCRIBE/UNSUBSCRIBE and their acks. Its tables are sized once, in
 # rinit(); dispatching a message allocates nothing.
 import errno
-from .core import FULL, utf8, _why
+from .core import Core, FULL, utf8, _why
 from .propview import Props
 
 try:
@@ -66,7 +66,12 @@ class Message:
 
 class Receiver:
     """Receiving for a Core: call rinit() from the client's constructor and
-    put rprops() into the CONNECT's properties."""
+    put rprops() into the CONNECT's properties.
+
+    An exception raised by on_message or on_done is raised out of packet()
+    once the packet is handled (acknowledged, the state consistent): the
+    driver's poll() or task lets it through, with its traceback. With
+    callback_errors = "log" its traceback is printed and dispatch goes on."""
 
     def rinit(self, inbound=8, aliases_in=4, alias_topic_max=64):
         """inbound: QoS 2 messages received and not yet released (our Receive
@@ -83,9 +88,12 @@ class Receiver:
         self.props = Props()
         self.msg = Message(self.props)
         self.on_message = None  # on_message(msg)
+        self._on_done = None  # the application's on_done (see the property)
+        self._done = self._call_done  # bound once: a flow's end allocates nothing
+        self.callback_errors = "raise"  # or "log"
+        self._cbe = None  # a callback's exception, raised once its packet is handled
         self.manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
         self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
-        self.callback_error = None  # the last exception on_message raised
         # SUBSCRIBE/UNSUBSCRIBE in flight (core._pid skips their ids) and
         # the acks that came, kept for suback(pid) until the slot is reused
         self.sub_pids = [0] * _SUBS  # a list: MicroPython's array has no `in`
@@ -96,6 +104,42 @@ class Receiver:
         self.suback_code = 0
         self.connack_raw = None  # the last CONNACK (5.0): connack_props
         self.disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
+
+    # core.Core calls self.on_done(pid, reason): through _call_done, so that
+    # an exception from the application's waits until the packet is handled.
+    def _get_done(self):
+        return self._done if self._on_done is not None else None
+
+    def _set_done(self, f):
+        self._on_done = f
+
+    on_done = property(_get_done, _set_done)
+
+    def _call_done(self, pid, reason):
+        try:
+            self._on_done(pid, reason)
+        except Exception as e:
+            self._cb_failed(e)
+
+    def _cb_failed(self, e):
+        """An application callback raised e. callback_errors "log": print its
+        traceback, go on, True. Else False: packet() raises it (a second one
+        before that is printed)."""
+        if self.callback_errors != "log" and self._cbe is None:
+            self._cbe = e
+            return False
+        try:
+            from sys import print_exception
+        except ImportError:  # CPython
+            from ._cpython import print_exception
+        print_exception(e)
+        return True
+
+    def packet(self, rl):
+        self._cbe = None
+        Core.packet(self, rl)
+        if self._cbe is not None:
+            raise self._cbe  # the driver tells it from a link error by identity
 
     def rprops(self):
         """Our Receive Maximum and Topic Alias Maximum, for the CONNECT."""
@@ -233,7 +277,7 @@ class Receiver:
             try:
                 self.on_message(m)
             except Exception as e:  # the message is still acknowledged [MQTT-4.5.0-2]
-                self.callback_error = e
+                self._cb_failed(e)
         # Every PUBLISH is acknowledged, in order of arrival [MQTT-4.5.0-2]
         # [MQTT-4.6.0-2] [MQTT-4.6.0-3]
         if qos == 1 and (not self.manual_ack or reason):
@@ -295,7 +339,10 @@ class Receiver:
         self.suback_pid = pid
         self.suback_code = r[o] if o < n else 0
         if self.on_suback:
-            self.on_suback(pid, codes)
+            try:
+                self.on_suback(pid, codes)
+            except Exception as e:  # raised once the packet is handled
+                self._cb_failed(e)
 
     def suback(self, pid):
         """The reason codes (bytes, one a filter, in order: the granted QoS or

@@ -78,9 +78,9 @@ async def _pubsub(host, port, tag, version, n):
     it = b.messages()
 
     async def consume():
-        async for topic, payload, retained in it:
-            it_got.append((topic, payload, retained))
-            if payload == b"it-end":
+        async for m in it:
+            it_got.append((m.topic, m.payload, m.retain))
+            if m.payload == b"it-end":
                 return
 
     task = asyncio.create_task(consume())
@@ -461,3 +461,136 @@ async def _receive_bursts(host, port, tag, version, n, spaced, waits):
     # [bytes allocated, waits] between message i and i + 1
     d = [[seen[i + 1] - seen[i], woke[i + 1] - woke[i]] for i in range(n + spaced - 1)]
     return {"count": count[0], "burst": d[:n - 1], "spaced": d[n:]}
+
+
+# ---- the application's API: async with, events, awaited publish, Message ---------------
+
+def api(host, port, tag, version):
+    return asyncio.run(_api(host, port, tag, version))
+
+
+async def _api(host, port, tag, version):
+    """`async with` connects and disconnects; up_event/down_event and
+    isconnected() follow the connection (a task waiting on up_event before
+    the connect resumes); publish(wait=True) returns the final reason code;
+    messages() yields Message copies that stay valid while more arrive;
+    on_disconnect hears the application's own disconnect (0)."""
+    t = tag + "/api"
+    c = _client(host, port, tag + "-api", version)
+    seen = []
+    c.on_connect = lambda present: seen.append(("connect", bool(present)))
+    c.on_disconnect = lambda reason, props: seen.append(("disconnect", reason, props))
+    assert c.down_event.is_set() and not c.up_event.is_set() and not c.isconnected()
+
+    async def waiter():
+        await c.up_event.wait()
+        seen.append(("up", c.isconnected()))
+
+    w = asyncio.create_task(waiter())
+    await _ms(10)
+    assert seen == []
+    msgs = []
+    async with c as entered:
+        assert entered is c and c.isconnected()
+        assert c.up_event.is_set() and not c.down_event.is_set()
+        await asyncio.wait_for(w, 2)
+        assert seen == [("connect", False), ("up", True)], seen
+        it = c.messages(8)  # room for all: the reader holds while it is full
+        # a retained message comes with the subscription, retain set
+        assert await c.publish(t, b"kept", 1, True, wait=True) == (0x10 if version == 5 else 0)
+        assert await c.subscribe(t, 2) == 2
+        props = None
+        if version == 5:
+            from frugalmqtt import props as P
+            props = P.build([(P.CONTENT_TYPE, "text/plain"), (P.USER_PROPERTY, ("k", "v"))])
+        codes = [await c.publish(t, b"q0", 0, wait=True),
+                 await c.publish(t, b"q1", 1, True, props, wait=True),
+                 await c.publish(t, b"q2", 2, wait=True),
+                 await c.publish(tag + "/nobody", b"n", 1, wait=True)]
+        async for m in it:
+            msgs.append(m)
+            if len(msgs) == 4:
+                break
+        assert c.pending() == 0
+        await c.publish(t, b"", 1, True, wait=True)  # clear the retained message
+    assert not c.isconnected() and c.down_event.is_set() and not c.up_event.is_set()
+    assert seen[2:] == [("disconnect", 0, None)], seen
+    out = []
+    for m in msgs:  # kept after the client went on: copies
+        p = m.props
+        out.append([m.topic.decode(), m.payload.decode(), m.qos, m.retain, m.dup,
+                    p.get_str(0x03) if p else None,
+                    [list(u) for u in p.user_properties()] if p else None])
+    await _ms(10)
+    return {"codes": codes, "msgs": out}
+
+
+def events(host, port, tag, version):
+    return asyncio.run(_events(host, port, tag, version))
+
+
+async def _events(host, port, tag, version):
+    """A connection lost (the server closes it): down_event, on_disconnect
+    (5.0: the server's reason, 3.1.1: 0x80, the network), then the reconnect: up_event, the subscription
+    made again, a message on it. The application's disconnect() and
+    connect() again: the subscription made again there too. Another client
+    taking the client id over (reconnect=False): the link closes (0x80), no
+    reconnect."""
+    got = []
+    downs = []
+    t = tag + "/ev"
+    c = _client(host, port, tag + "-e", version)
+    c.on_message = lambda m: got.append(bytes(m.payload))
+    c.on_disconnect = lambda reason, props: downs.append([reason, props is None])
+    p = _client(host, port, tag + "-p", version)
+    await c.connect()
+    await p.connect()
+    assert await c.subscribe(t, 1) == 1
+    c.up_event.clear()  # mqtt_as style: wait for the next connect
+    _break(c)
+    await asyncio.wait_for(c.down_event.wait(), 5)
+    assert not c.isconnected()
+    await asyncio.wait_for(c.up_event.wait(), 5)
+    assert c.isconnected() and c.connects == 2 and not c.down_event.is_set()
+    await p.publish(t, b"after-reconnect", 1)
+    assert await _until(lambda: got == [b"after-reconnect"]), got
+    await c.disconnect()
+    assert await c.connect() is False
+    await p.publish(t, b"after-connect", 1)
+    assert await _until(lambda: len(got) == 2), got
+    assert got[1] == b"after-connect"
+    await c.disconnect()
+    # take-over: the same client id connects again elsewhere
+    a = _client(host, port, tag + "-t", version, reconnect=False)
+    a.on_disconnect = lambda reason, props: downs.append([reason, props is None])
+    await a.connect()
+    b = _client(host, port, tag + "-t", version, reconnect=False)
+    await b.connect()
+    await asyncio.wait_for(a.down_event.wait(), 5)
+    await _ms(20)  # on_disconnect runs in a task of its own
+    assert not a.isconnected() and b.isconnected()
+    await b.disconnect()
+    await p.disconnect()
+    return {"downs": downs, "connects": c.connects}
+
+
+# ---- the server's DISCONNECT with properties (a scripted broker) -------------------------
+
+def server_disconnect(host, port, tag, version):
+    return asyncio.run(_server_disconnect(host, port, tag, version))
+
+
+async def _server_disconnect(host, port, tag, version):
+    """The server ends the connection with DISCONNECT, a reason and
+    properties: on_disconnect gets both (props readable during the call)."""
+    seen = []
+
+    def on_disconnect(reason, props):
+        seen.append([reason, props.get_str(0x1F), [list(u) for u in props.user_properties()]])
+
+    c = _client(host, port, tag + "-d", version, reconnect=False)
+    c.on_disconnect = on_disconnect
+    await c.connect()
+    await asyncio.wait_for(c.down_event.wait(), 5)
+    assert await _until(lambda: seen), c.last_error
+    return {"seen": seen, "error": type(c.last_error).__name__}
