@@ -429,8 +429,26 @@ class Receiver:
                 n = o - s
                 b[s - 2] = n >> 8
                 b[s - 1] = n & 0xFF
-                if not _filter_ok(b, s, o):
-                    raise _why("filter", f)  # [MQTT-4.7.1-2] [MQTT-4.7.1-3] [MQTT-4.7.3-1]
+                # a topic filter: '#' alone or after '/', and last [MQTT-4.7.1-2];
+                # '+' a whole level [MQTT-4.7.1-3]; a shared one "$share/NAME/filter"
+                # with a name without wildcards [MQTT-4.8.2-1] [MQTT-4.8.2-2];
+                # UTF-8, not empty [MQTT-4.7.3-1]
+                ok = o > s and utf8(b, s, o)
+                i = h = s  # h: where the filter proper starts
+                if ok and b[s:s + 7] == b"$share/":
+                    i = s + 7
+                    while i < o and b[i] != 0x2F and b[i] != 0x23 and b[i] != 0x2B:
+                        i += 1
+                    ok = s + 7 < i < o - 1 and b[i] == 0x2F  # a name, then a filter
+                    h = i = i + 1
+                while ok and i < o:
+                    c = b[i]
+                    if c == 0x23 or c == 0x2B:
+                        ok = not (i > h and b[i - 1] != 0x2F or c == 0x23 and i != o - 1 or
+                                  c == 0x2B and i + 1 < o and b[i + 1] != 0x2F)
+                    i += 1
+                if not ok:
+                    raise _why("filter", f)
                 if unsub:
                     continue
                 # QoS <= 2, retain handling <= 2, reserved bits 0 [MQTT-3.8.3-5];
@@ -458,28 +476,3 @@ class Receiver:
     def unsubscribe(self, filters, props=None):
         return self.subscribe(filters, props, True)
 
-
-def _filter_ok(b, s, e):
-    """A topic filter b[s:e]: '#' alone or after '/', and last [MQTT-4.7.1-2];
-    '+' a whole level [MQTT-4.7.1-3]; a shared one "$share/NAME/filter" with a
-    name without wildcards [MQTT-4.8.2-1] [MQTT-4.8.2-2]; UTF-8, not empty."""
-    if e <= s or not utf8(b, s, e):
-        return False
-    i = s
-    if b[s:s + 7] == b"$share/":
-        i = s + 7
-        while i < e and b[i] != 0x2F:
-            if b[i] == 0x23 or b[i] == 0x2B:
-                return False
-            i += 1
-        if i == s + 7 or i + 1 >= e:
-            return False  # no name, or no filter after it
-        s = i = i + 1
-    while i < e:
-        c = b[i]
-        if c == 0x23 or c == 0x2B:
-            if i > s and b[i - 1] != 0x2F or c == 0x23 and i != e - 1 or \
-                    c == 0x2B and i + 1 < e and b[i + 1] != 0x2F:
-                return False
-        i += 1
-    return True
