@@ -269,18 +269,12 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     on_message = property(_get_cb, _set_cb)
 
-    # The core calls on_done also for a publish(wait=True) waiting.
-    def _get_done(self):
-        return self._done if self._on_done is not None or self._waits else None
-
-    on_done = property(_get_done, Receiver._set_done)
-
-    def _call_done(self, pid, reason):
+    def _done(self, pid, reason):
+        """A flow ended: for a publish(wait=True) waiting too."""
         w = self._waits
         if w and pid in w:
             w[pid] = reason
-        if self._on_done is not None:
-            Receiver._call_done(self, pid, reason)
+        Receiver._done(self, pid, reason)
 
     @property
     def connected(self):

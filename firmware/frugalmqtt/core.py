@@ -52,9 +52,11 @@ def _why(key, *a):
     printed (the device holds no error text until then): the exception for
     error `key` (naming the argument, and for a size the size and the
     limit); as the __str__ of MQTTError and ServerError (key: the
-    exception), its reason code and the code's name."""
+    exception), its reason code and the code's name. The keys are names
+    the device holds anyway (argument and method names): a new name would
+    cost it RAM."""
     from . import why
-    return why.make(key, a)
+    return why.why(key, a)
 
 
 class MQTTError(Exception):
@@ -153,10 +155,10 @@ class Core:
         if version != 4 and version != 5:
             raise _why("version", version)
         if slots < 1 or max_packet < 16 or rx_size < 8:
-            raise _why("sizes", slots, max_packet, rx_size)
+            raise _why("slots", slots, max_packet, rx_size)
         if version == 4 and (not client_id and not clean or password is not None and user is None):
             # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
-            raise _why("v311_ids")
+            raise _why("user")
         self.v = version
         self.clean = clean
         self.clock = clock
@@ -222,7 +224,7 @@ class Core:
         """Start a connection on the open stream sock: send CONNECT. The
         session resumes when the CONNACK arrives (packet())."""
         if self.v == 4 and not clean and not self.hello[10] | self.hello[11]:
-            raise _why("v311_ids")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
+            raise _why("user")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
         self.early = 0  # flows at the front of order sent before the CONNACK (wake.py)
@@ -299,7 +301,7 @@ class Core:
         if topic is not self.topic or type(topic) is bytearray:
             # a new topic: checked where it is written, without allocating
             if type(topic) not in _ARGS:
-                raise _why("bad_args", topic, payload, props)
+                raise _why("publish", topic, payload, props)
             try:
                 o = self._text(b, _HEAD + 2, topic)
             except IndexError:
@@ -314,7 +316,7 @@ class Core:
             self.tn = o - _HEAD - 2
             self.topic = topic
         if type(payload) not in _ARGS or props and type(props) is not bytes:
-            raise _why("bad_args", topic, payload, props)
+            raise _why("publish", topic, payload, props)
         if self.amax and (not qos or self.up and self.n < self.quota and not ob):
             a = self.alias(topic)
         # The body goes after _HEAD spare bytes; _seal puts the fixed header
@@ -367,7 +369,7 @@ class Core:
                 if a < 0:  # plain, without the new alias's 3 bytes, it may fit
                     a = 0
                     continue
-                raise _why("too_big", self, b, payload, props, qos)
+                raise _why("size", self, b, payload, props, qos)
             n = o - _HEAD
             if n < 128:  # the fixed header inline: the common case kept fast
                 s = _HEAD - 2
@@ -386,7 +388,7 @@ class Core:
             if k < 128 <= k + 3:
                 n -= 1  # its property length takes a byte less
             if _HEAD + n > len(b):
-                raise _why("too_big", self, b, payload, props, qos)
+                raise _why("size", self, b, payload, props, qos)
             if n + (2 if n < 128 else 3 if n < 16384 else 4) > self.server_max:
                 raise _why("server_max", n + (2 if n < 128 else 3 if n < 16384 else 4),
                            self.server_max)  # [MQTT-3.2.2-15]
@@ -799,8 +801,14 @@ class Core:
             k += 1
         if self.ob:
             self.ob.done(i)
+        self._done(p, reason)
+
+    def _done(self, pid, reason):
+        """Tell the application a flow ended (on_done). A driver that holds
+        a callback's exception until its packet is handled (recv.Receiver),
+        or that has waiters of its own (the asyncio client), replaces this."""
         if self.on_done:
-            self.on_done(p, reason)
+            self.on_done(pid, reason)
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as

@@ -88,8 +88,6 @@ class Receiver:
         self.props = Props()
         self.msg = Message(self.props)
         self.on_message = None  # on_message(msg)
-        self._on_done = None  # the application's on_done (see the property)
-        self._done = self._call_done  # bound once: a flow's end allocates nothing
         self.callback_errors = "raise"  # or "log"
         self._cbe = None  # a callback's exception, raised once its packet is handled
         self.manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
@@ -105,21 +103,14 @@ class Receiver:
         self.connack_raw = None  # the last CONNACK (5.0): connack_props
         self.disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
 
-    # core.Core calls self.on_done(pid, reason): through _call_done, so that
-    # an exception from the application's waits until the packet is handled.
-    def _get_done(self):
-        return self._done if self._on_done is not None else None
-
-    def _set_done(self, f):
-        self._on_done = f
-
-    on_done = property(_get_done, _set_done)
-
-    def _call_done(self, pid, reason):
-        try:
-            self._on_done(pid, reason)
-        except Exception as e:
-            self._cb_failed(e)
+    def _done(self, pid, reason):
+        """core.Core._done: on_done's exception waits until the packet is
+        handled."""
+        if self.on_done:
+            try:
+                self.on_done(pid, reason)
+            except Exception as e:
+                self._cb_failed(e)
 
     def _cb_failed(self, e):
         """An application callback raised e. callback_errors "log": print its

@@ -9,8 +9,8 @@ _HEAD = 5  # core._HEAD
 _TEXT = {
     "long_string": (ValueError, "a string of %d bytes, over MQTT's 65535"),  # [MQTT-1.5.4-1]
     "version": (ValueError, "version: 4 (MQTT 3.1.1) or 5, not %r"),
-    "sizes": (ValueError, "slots (%d) must be >= 1, max_packet (%d) >= 16, rx_size (%d) >= 8"),
-    "v311_ids": (ValueError, "MQTT 3.1.1: a persistent session (clean=False) needs a client_id, "
+    "slots": (ValueError, "slots (%d) must be >= 1, max_packet (%d) >= 16, rx_size (%d) >= 8"),
+    "user": (ValueError, "MQTT 3.1.1: a persistent session (clean=False) needs a client_id, "
                              "a password a user"),  # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
     "connect_size": (ValueError, "max_packet: the CONNECT takes %d bytes, over max_packet %d"),
     "qos": (ValueError, "qos: %d, the server takes 0 to %d"),  # [MQTT-3.2.2-11]
@@ -40,7 +40,7 @@ _TEXT = {
 }
 
 
-def make(key, a):
+def why(key, a):
     """The exception for error `key` with arguments a; for an exception
     (core's MQTTError, ServerError), its reason code and name."""
     if isinstance(key, Exception):
@@ -64,7 +64,7 @@ def _packet(n):
     return n + (2 if n < 128 else 3 if n < 16384 else 4)
 
 
-def too_big(c, b, payload, props, qos):
+def size(c, b, payload, props, qos):
     """ValueError for a PUBLISH of core c that did not fit its buffer b."""
     n = 2 + c.tn + (2 if qos else 0) + len(payload.encode() if type(payload) is str else payload)
     if c.v == 5:
@@ -74,7 +74,7 @@ def too_big(c, b, payload, props, qos):
         _packet(n), _packet(len(b) - _HEAD), "slot" if qos else "buffer"))
 
 
-def bad_args(topic, payload, props):
+def publish(topic, payload, props):
     """TypeError naming the publish() argument of a type it does not take."""
     for name, v, ok in (("topic", topic, (str, bytes, bytearray, memoryview)),
                         ("payload", payload, (str, bytes, bytearray, memoryview)),
