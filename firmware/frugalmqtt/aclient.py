@@ -25,12 +25,11 @@
 # Blocking parts: opening a connection (DNS, TCP connect, TLS handshake)
 # blocks the loop for up to timeout_ms; a write blocks only while the
 # socket's send buffer is full (up to timeout_ms).
-import socket
 import select
 import errno
 import asyncio
 from sys import implementation
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms, tcp
 from .recv import Receiver
 from .alias import Aliases
 from .propview import Props
@@ -318,21 +317,8 @@ class AMQTTClient(Receiver, Aliases, Core):
     def _open(self):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
         and send CONNECT."""
-        ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0]
-        s = socket.socket(ai[0], socket.SOCK_STREAM)  # IPv4 or IPv6, as resolved
-        try:
-            s.settimeout(self.timeout / 1000)
-            s.connect(ai[-1])
-            try:  # every packet leaves in one write: Nagle must not hold it
-                s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
-            except OSError:
-                pass  # a port without TCP_NODELAY
-            if self.ssl:
-                s = self.ssl.wrap_socket(s, server_hostname=self.server)
-            s.setblocking(False)
-        except BaseException:
-            s.close()
-            raise
+        s = tcp(self.server, self.port, self.timeout, self.ssl)
+        s.setblocking(False)
         link = self._link = _Link(self, s, self.timeout)
         self._hn = 0
         self._need = -1

@@ -10,12 +10,6 @@ from .alias import Aliases
 from .lite import Publisher
 from errno import ENOTCONN as _ENOTCONN
 
-try:
-    from micropython import const
-except ImportError:  # CPython
-    from ._cpython import const
-
-_DRAIN_MAX = const(1048576)  # the largest inbound PUBLISH oversize() reads through
 
 try:
     from time import sleep_ms
@@ -218,52 +212,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
         is closed as lite does. On 5.0 the server broke our Maximum Packet
         Size [MQTT-3.1.2-24]: DISCONNECT 0x95 (5.0 3.1.2.11.4), MQTTError.
         See docs/protocol-decisions.md."""
-        r = self.rx
-        self._cbe = None
-        qos = self.first >> 1 & 3
-        if self.first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
-            raise self._fail(0x95)
-        pos = pid = 0
-        while pos < rl:  # read through rx from 0 (no memoryview)
-            m = min(rl - pos, len(r))
-            self._fill(0, m)
-            if not pos:
-                po = 2 + (r[0] << 8 | r[1])  # where the packet id is
-                topic = bytes(r[2:min(po, m)])
-                if self.v == 5:
-                    break
-            k = po - pos
-            if qos and -1 <= k < m:  # the packet id is (partly) in this part
-                if k >= 0:
-                    pid = r[k] << 8
-                if k + 1 < m:
-                    pid |= r[k + 1]
-            pos += m
-        self.in_callback = True
-        try:
-            if self.on_oversize:
-                self.on_oversize(topic, 2 + rl + (rl > 127) + (rl > 16383) + (rl > 2097151))
-        except Exception as e:  # raised once the packet is handled
-            self._cb_failed(e)
-        finally:
-            self.in_callback = False
-        if self.v == 5:
-            raise self._fail(0x95)
-        if qos and not pid:
-            raise self._fail(0x82)  # [MQTT-2.2.1-3]
-        if qos == 1:
-            self._ack(0x40, pid)  # [MQTT-4.3.2-4]
-        elif qos == 2:
-            s = self.in_pid
-            if pid not in s and 0 in s:
-                s[s.index(0)] = pid  # its PUBREL finds it [MQTT-4.3.3-11]
-            self._ack(0x50, pid)  # [MQTT-4.3.3-8]
-        if self._cbe is not None:
-            raise self._cbe  # on_oversize's, the message acknowledged
-        # nothing left to dispatch: what packet() then sees is a PINGRESP,
-        # which only notes that the server is there (it just sent this)
-        self.first = 0xD0
-        return 0
+        from .drain import oversize  # only when such a message comes
+        return oversize(self, rl)
 
     # ---- publishing -----------------------------------------------------------
 

@@ -7,11 +7,10 @@
 # out: subscriptions and message delivery, topic aliases, per-message expiry
 # countdown, enhanced auth. publish() and the ack path allocate nothing on
 # MicroPython. This module adds only the socket and the waiting.
-import socket
 import select
 import errno
 from sys import implementation
-from .core import Core, FULL, SESSION_LOST, ticks_ms, ticks_diff
+from .core import Core, FULL, SESSION_LOST, ticks_ms, ticks_diff, tcp
 
 
 class Publisher(Core):
@@ -42,17 +41,7 @@ class Publisher(Core):
         self.close()
         try:
             if sock is None:
-                ai = socket.getaddrinfo(self.server, self.port, 0, socket.SOCK_STREAM)[0]
-                sock = socket.socket(ai[0], socket.SOCK_STREAM)  # IPv4 or IPv6, as resolved
-                self.sock = sock  # closed below on failure
-                sock.settimeout(self.timeout / 1000)
-                sock.connect(ai[-1])
-                try:  # every packet leaves in one write: Nagle must not hold it
-                    sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
-                except OSError:
-                    pass  # a port without TCP_NODELAY
-                if self.ssl:
-                    sock = self.ssl.wrap_socket(sock, server_hostname=self.server)
+                sock = self.sock = tcp(self.server, self.port, self.timeout, self.ssl)
                 self.poller = select.poll()
                 self.poller.register(sock, select.POLLIN)
                 if implementation.name != "micropython":
