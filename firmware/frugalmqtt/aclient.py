@@ -582,6 +582,8 @@ class AMQTTClient(Receiver, Aliases, Core):
         closes meanwhile (the message stays stored)."""
         if self._fatal is not None:
             raise self._fatal  # a callback stopped the client
+        if not self.reconnect and self._link is None and not self.ob:
+            raise OSError(errno.ENOTCONN)  # nothing would ever send it
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)

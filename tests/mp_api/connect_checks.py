@@ -136,22 +136,25 @@ def tls(host, port, tag, version, ca_pem, ca_der, other_pem):
 
 def publish_before_connect(host, port, tag, version):
     """reconnect=False: a publish at any QoS before connect() raises OSError
-    and nothing is stored; after connect() it goes."""
+    and nothing is stored; after connect() it goes. The blocking client and
+    the asyncio client."""
     from frugalmqtt.client import MQTTClient
-    c = MQTTClient(tag + "-b", host, port, version, reconnect=False)
-    raised = []
-    for q in (0, 1, 2):
+    out = {}
+    for p, c in (("full", MQTTClient(tag + "-b", host, port, version, reconnect=False)),
+                 ("asyncio", _Async(tag + "-a", host, port, version, reconnect=False))):
+        raised = []
+        for q in (0, 1, 2):
+            try:
+                c.publish(tag + "/" + p, b"early", q)
+            except OSError:
+                raised.append(q)
+        assert (c.c if p == "asyncio" else c).pending() == 0
+        c.connect()
+        c.publish(tag + "/" + p, b"late", 1)
+        c.disconnect()
         try:
-            c.publish(tag + "/b", b"early", q)
+            c.publish(tag + "/" + p, b"after", 1)  # after disconnect(), the same
         except OSError:
-            raised.append(q)
-    assert c.pending() == 0
-    c.connect()
-    c.publish(tag + "/b", b"late", 1)
-    assert c.flush(5000)
-    c.disconnect()
-    try:
-        c.publish(tag + "/b", b"after", 1)  # after disconnect(), the same
-    except OSError:
-        raised.append(-1)
-    return {"raised": raised}
+            raised.append(-1)
+        out[p] = raised
+    return out
