@@ -178,7 +178,8 @@ class _Link:
                             break
                         self.client.poll(0)
                 except (OSError, MQTTError, ServerError) as e:  # the link broke (poll closed it)
-                    self._reconnect(e)
+                    if not self.closed:
+                        self._reconnect(e)
                 time.sleep(0.01)
         except Exception as e:  # not a network error: the next read() raises it
             self.error = e
@@ -188,7 +189,7 @@ class _Link:
         _say("mqtt source %s: lost the broker %s (%s: %s); reconnecting"
              % (self.client_id, self.broker.address, type(lost).__name__, lost))
         t0, wait = time.monotonic(), RETRY_S
-        while True:
+        while not self.closed:
             time.sleep(wait)
             try:
                 with self.lock:
@@ -197,6 +198,8 @@ class _Link:
                 break
             except BrokerError:
                 wait = min(wait * 2, RETRY_MAX_S)
+        else:
+            return
         _say("mqtt source %s: reconnected to %s after %.0f s"
              % (self.client_id, self.broker.address, time.monotonic() - t0))
 
