@@ -64,6 +64,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
             "spark.driver.memory": "2g",
             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC" + jit,
             "spark.shuffle.compress": "false",
+            # The job's one cache (its deduplicated telemetry) lives for one
+            # run: encoding it costs more CPU than its memory is worth here.
+            "spark.sql.inMemoryColumnarStorage.compressed": "false",
             "spark.sql.shuffle.partitions": str(parts),
             "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16m",
         })
