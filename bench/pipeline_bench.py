@@ -128,7 +128,7 @@ def machine():
             ("Memory", "%.1f GB" % mem), ("OS", platform.platform()),
             ("Python", platform.python_version()), ("Java", java.splitlines()[0]),
             ("PySpark", pyspark.__version__ + " local[*], driver memory 2g, shuffle partitions "
-             "by input size, 2 to 16 x cores (pipeline/spark.py)"),
+             "by input size, 4 to 16 x cores (pipeline/spark.py)"),
             ("DuckDB", duckdb.__version__), ("Polars", polars.__version__),
             ("Load average at start", " ".join("%.2f" % x for x in os.getloadavg()))]
 

@@ -58,8 +58,8 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         jit = " -XX:TieredStopAtLevel=1" if input_bytes and input_bytes < SMALL_INPUT else ""
         cores = os.cpu_count() or 1
         parts = 16 * cores
-        if input_bytes:  # about 8 MB of Parquet per partition, at least 2 per core
-            parts = min(parts, max(2 * cores, -(-input_bytes // (8 << 20))))
+        if input_bytes:  # about 8 MB of Parquet per partition, at least 4 per core
+            parts = min(parts, max(4 * cores, -(-input_bytes // (8 << 20))))
         settings.update({
             "spark.driver.memory": "2g",
             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC" + jit,
