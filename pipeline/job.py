@@ -2,9 +2,10 @@
 gaps, write the report. Runs the same under `python -m pipeline audit` and
 spark-submit (only the master changes).
 
-Each input is read once, and no large frame comes to the driver. The
-received telemetry, deduplicated per message and partitioned by (run,
-device) (analytics.telemetry), is the one thing cached: the gaps, the
+No large frame comes to the driver. The published rows are read once; the
+received rows three times (the subscriber list, three columns; the audit;
+the telemetry). The telemetry, deduplicated per message and partitioned by
+(run, device) (analytics.telemetry), is the one thing cached: the gaps, the
 windows and the report's series read it, none shuffles again.
 1. the audit: every level of the audit tables, the violations, the latency
    histogram, the sequence gaps and the messages per sensor, in one collect

@@ -52,9 +52,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         # stage (5-15x slower here). Up to 16 per core, fewer for a small
         # input (a cached partition is never merged by AQE, and every task
         # over it costs): at 1e7 rows the hash join's build side per task
-        # stays well inside the heap. Shuffle files
-        # stay in the page cache: compressing them only costs CPU. The
-        # throughput collector beats G1 on a batch job this size.
+        # stays well inside the heap. Shuffle files stay in the page cache:
+        # compressing them only costs CPU. The throughput collector beats G1
+        # on a batch job this size.
         jit = " -XX:TieredStopAtLevel=1" if input_bytes and input_bytes < SMALL_INPUT else ""
         cores = os.cpu_count() or 1
         parts = 16 * cores
