@@ -48,12 +48,25 @@ def windows(tel, width):
                     F.col("w.end").alias("end"), "count", "min", "max", "mean"))
 
 
+def sequences(tel):
+    """One pass over each device's and sensor's messages in seq order: a row
+    per run of missing sequence numbers (first and last missing seq and how
+    many; `messages` null) and, on the sensor's last message, a row with
+    its message count (`messages`; the gap columns null)."""
+    w = Window.partitionBy("run_id", "device", "sensor").orderBy("seq")
+    t = tel.select("run_id", "device", "sensor", "seq", F.lead("seq").over(w).alias("next"),
+                   F.row_number().over(w).alias("n"))
+    gap = F.col("next") - F.col("seq") > 1
+    last = F.col("next").isNull()
+    return (t.where(gap | last)
+            .select("run_id", "device", "sensor",
+                    F.when(gap, F.col("seq") + 1).alias("first_missing"),
+                    F.when(gap, F.col("next") - 1).alias("last_missing"),
+                    F.when(gap, F.col("next") - F.col("seq") - 1).alias("missing"),
+                    F.when(last, F.col("n").cast("long")).alias("messages")))
+
+
 def gaps(tel):
     """Runs of sequence numbers missing between two received ones, per
     device and sensor: first and last missing seq and how many."""
-    nxt = F.lead("seq").over(Window.partitionBy("run_id", "device", "sensor").orderBy("seq"))
-    return (tel.select("run_id", "device", "sensor", "seq").withColumn("next", nxt)
-            .where(F.col("next") - F.col("seq") > 1)
-            .select("run_id", "device", "sensor", (F.col("seq") + 1).alias("first_missing"),
-                    (F.col("next") - 1).alias("last_missing"),
-                    (F.col("next") - F.col("seq") - 1).alias("missing")))
+    return sequences(tel).where(F.col("missing").isNotNull()).drop("messages")

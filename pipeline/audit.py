@@ -40,18 +40,26 @@ COUNTS = ("published", "promised", "delivered", "lost", "duplicates", "order_vio
           "late_expiry", "dup_flagged", "stray")
 
 def subscribers(rcv):
-    """(run, subscriber, subscription QoS): a few rows, broadcast to the join."""
-    return rcv.groupBy("run_id", "subscriber").agg(F.max("sub_qos").alias("sub_qos"))
+    """(run, subscriber, subscription QoS): a few rows, collected at once (a
+    narrow scan) and given back as literals, so the audit query that joins
+    them waits for no broadcast stage behind its big ones."""
+    subs = rcv.groupBy("run_id", "subscriber").agg(F.max("sub_qos").alias("sub_qos"))
+    rows = subs.collect()
+    if not rows:
+        return subs.limit(0)
+    return rcv.sparkSession.range(1).select(F.inline(F.array(*[
+        F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(r, subs.schema)])
+        for r in rows])))
 
 
 def expected(pub, rcv):
     """One row per expected delivery: each published message x each
-    subscriber of its run, partitioned by PARTITION."""
-    return (pub.join(F.broadcast(subscribers(rcv)), "run_id", "left")
+    subscriber of its run, partitioned by PARTITION (the published rows are
+    shuffled first, so their scan need not wait for the subscriber list)."""
+    return (pub.repartition(*PARTITION).join(F.broadcast(subscribers(rcv)), "run_id", "left")
             .select("run_id", F.coalesce("subscriber", F.lit(NO_SUBSCRIBER)).alias("subscriber"),
                     "device", "topic", "seq", "runtime", "fault_profile", "outcome", "t_pub_ms",
-                    "expiry_s", F.col("qos").alias("pub_qos"), "sub_qos")
-            .repartition(*PARTITION))
+                    "expiry_s", F.col("qos").alias("pub_qos"), "sub_qos"))
 
 
 def received_per_message(rcv):

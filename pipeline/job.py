@@ -2,19 +2,24 @@
 gaps, write the report. Runs the same under `python -m pipeline audit` and
 spark-submit (only the master changes).
 
-Two Spark actions do the heavy work, neither caches anything nor brings a
-large frame to the driver:
+No large frame comes to the driver. The published rows are read once; the
+received rows three times (the subscriber list, three columns; the audit;
+the telemetry). The telemetry, deduplicated per message and partitioned by
+(run, device) (analytics.telemetry), is the one thing cached: the gaps, the
+windows and the report's series read it, none shuffles again.
 1. the audit: every level of the audit tables, the violations, the latency
-   histogram and the sequence gaps, in one collect of a few thousand rows;
+   histogram, the sequence gaps and the messages per sensor, in one collect
+   of a few thousand rows (it also fills the telemetry cache);
 2. the windows: every width in one write (Parquet, partitioned by width,
-   then moved to OUT/windows_<w>/).
-The report then reads only small things: the collected rows and the
-busiest sensor's windows (and its raw readings when they are few)."""
+   then moved to OUT/windows_<w>/), from the cache;
+3. the report: the busiest sensor's windows and, when they are few, its
+   raw readings, in one small query over the cache."""
 import glob
 import json
 import os
 import shutil
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from . import analytics, audit, report, traces
@@ -49,11 +54,19 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, expiry_slack_m
     os.makedirs(out, exist_ok=True)
     pub = traces.read(spark, traces_dir, "published")
     rcv = traces.read(spark, traces_dir, "received")
+    # The topic is a key of the deduplication only: the cache leaves it out.
+    tel = analytics.telemetry(rcv).drop("topic").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _run(tel, pub, rcv, traces_dir, out, widths, expiry_slack_ms, plots, step)
+    finally:
+        tel.unpersist()
 
+
+def _run(tel, pub, rcv, traces_dir, out, widths, expiry_slack_ms, plots, step):
     step("audit")
-    tables, viol, latency, gaps = _audit(pub, rcv, expiry_slack_ms)
+    tables, viol, latency, gaps, sensors = _audit(pub, rcv, tel, expiry_slack_ms)
     step("windows")
-    windows = _write_windows(analytics.telemetry(rcv), widths, out)
+    windows = _write_windows(tel, widths, out)
 
     summary = {
         "traces": traces_dir,
@@ -70,28 +83,31 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, expiry_slack_m
     }
     if plots:
         step("report")
-        series = _busiest_series(spark, rcv, windows, widths)
+        series = _busiest_series(tel, sensors, widths[0])
         report.write(out, summary, tables, gaps, latency, series)
     with open(os.path.join(out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1, default=str)
     return summary
 
 
-def _audit(pub, rcv, expiry_slack_ms):
-    """The audit levels, violations, latency histogram (per QoS) and gaps, as
-    pandas frames from one Spark query."""
+def _audit(pub, rcv, tel, expiry_slack_ms):
+    """The audit levels, violations, latency histogram (per QoS), gaps and
+    telemetry messages per sensor, as pandas frames from one Spark query."""
     hist = audit.histogram(audit.facts(pub, rcv, expiry_slack_ms))
     sets = dict(audit.LEVELS, violations=audit.VIOLATION_KEYS, latency=audit.LATENCY_KEYS)
-    gaps = analytics.gaps(analytics.telemetry(rcv)).withColumn("level", F.lit("gaps"))
-    rows = audit.levels(hist, sets).unionByName(gaps, allowMissingColumns=True).toPandas()
+    seqs = analytics.sequences(tel).withColumn("level", F.lit("sequences"))
+    rows = audit.levels(hist, sets).unionByName(seqs, allowMissingColumns=True).toPandas()
     tables = audit.split(rows, sets)
     latency = tables.pop("latency")
     latency = latency[latency["latency_ms"].notna()][["qos", "latency_ms", "rows"]]
     viol = audit.violation_rows(tables.pop("violations"))
+    seqs = rows[rows["level"] == "sequences"]
     keys = ["run_id", "device", "sensor", "first_missing"]
-    gaps = rows[rows["level"] == "gaps"][keys + ["last_missing", "missing"]]
+    gaps = seqs[seqs["missing"].notna()][keys + ["last_missing", "missing"]]
     gaps = gaps.astype({c: "int64" for c in ("first_missing", "last_missing", "missing")})
-    return tables, viol, latency, gaps.sort_values(keys).reset_index(drop=True)
+    sensors = seqs[seqs["messages"].notna()][["run_id", "device", "sensor", "messages"]]
+    return (tables, viol, latency, gaps.sort_values(keys).reset_index(drop=True),
+            sensors.astype({"messages": "int64"}))
 
 
 def _write_windows(tel, widths, out):
@@ -101,7 +117,9 @@ def _write_windows(tel, widths, out):
         one = analytics.windows(tel, w).withColumn("width", F.lit(w))
         both = one if both is None else both.unionByName(one)
     tmp = os.path.join(out, "_windows")
-    (both.sortWithinPartitions("width", "run_id", "device", "sensor", "start")
+    # The cache keeps every shuffle partition: a few files per core, not one per partition.
+    (both.coalesce(tel.sparkSession.sparkContext.defaultParallelism)
+     .sortWithinPartitions("width", "run_id", "device", "sensor", "start")
      .write.mode("overwrite").partitionBy("width").parquet(tmp))
     result = {}
     for w in widths:
@@ -129,23 +147,29 @@ def _records(df):
     return json.loads(df.to_json(orient="records", date_format="iso"))
 
 
-def _busiest_series(spark, rcv, windows, widths):
-    """The sensor with the most messages: its windows of the narrowest
-    width over its whole history, and its raw readings when there are at
-    most SERIES_POINTS of them (a Parquet read of one device's rows)."""
-    path = windows[widths[0]]["path"]
-    if not windows[widths[0]]["rows"]:
+def _busiest_series(tel, sensors, width):
+    """The sensor with the most messages (`sensors`: messages per run,
+    device and sensor): its windows of `width` over its whole history, and its raw
+    readings when there are at most SERIES_POINTS of them, in one query
+    over the cached telemetry."""
+    if not len(sensors):
         return None
-    w = spark.read.parquet(path)
-    top = (w.groupBy("run_id", "device", "sensor").agg(F.sum("count").alias("n"))
-           .orderBy(F.desc("n"), "run_id", "device", "sensor").limit(1).collect()[0])
-    one = ((F.col("run_id") == top.run_id) & (F.col("device") == top.device)
-           & (F.col("sensor") == top.sensor))
-    win = w.where(one).select("start", "end", "count", "min", "max", "mean") \
-        .orderBy("start").toPandas()
+    top = sensors.sort_values(["messages", "run_id", "device", "sensor"],
+                              ascending=[False, True, True, True], kind="stable").iloc[0]
+    n = int(top["messages"])
+    one = tel.where((F.col("run_id") == top["run_id"]) & (F.col("device") == top["device"])
+                    & (F.col("sensor") == top["sensor"]))
+    win = analytics.windows(one, width).select(
+        F.lit("window").alias("kind"), "start", "end", "count", "min", "max", "mean")
+    if n <= SERIES_POINTS:
+        win = win.unionByName(one.select(F.lit("raw").alias("kind"), "ts", "value"),
+                              allowMissingColumns=True)
+    both = win.toPandas()
     raw = None
-    if top.n <= SERIES_POINTS:
-        raw = (analytics.readings(rcv).where(one).dropDuplicates(audit.MESSAGE)
-               .select("ts", "value").orderBy("ts").toPandas())
-    return {"run_id": top.run_id, "device": top.device, "sensor": top.sensor,
-            "width": widths[0], "messages": int(top.n), "raw": raw, "windows": win}
+    if n <= SERIES_POINTS:
+        raw = both[both["kind"] == "raw"][["ts", "value"]].sort_values("ts", kind="stable")
+        raw = raw.reset_index(drop=True)
+    win = both[both["kind"] == "window"][["start", "end", "count", "min", "max", "mean"]]
+    win = win.astype({"count": "int64"}).sort_values("start").reset_index(drop=True)
+    return {"run_id": top["run_id"], "device": top["device"], "sensor": top["sensor"],
+            "width": width, "messages": n, "raw": raw, "windows": win}

@@ -29,19 +29,24 @@ The reader lives in one Python process beside the driver for the whole
 query (SimpleDataSourceStreamReader); the network client is made there,
 lazily, because the reader object is pickled on its way. A thread polls the
 client, so keep-alive and acknowledgements go on between batches."""
+import sys
 import threading
 import time
 from collections import deque
+
+from frugalmqtt.err import MQTTError, ServerError
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from host_sim import schema
 
-from .broker import Broker
+from .broker import Broker, BrokerError
 from .collect import received_row, subscribe
 
 ARRIVAL = schema.names(schema.RECEIVED).index("arrival")
+RETRY_S, RETRY_MAX_S = 0.25, 5  # reconnect attempts, backing off
+ACK_WAIT_S = 0.5  # a trigger waits at most this for the client to acknowledge
 
 
 def options(broker, topic, client_id, run_id="live", idle_ms=500, receive_max=1000, drain_s=60):
@@ -119,20 +124,34 @@ class MQTTStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow
         if self.link is not None:
             self.link.ack_through(end["n"])
 
+    def stop(self):
+        """Close the connection without DISCONNECT (the session stays at the
+        broker, with what was not acknowledged)."""
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
 
 class _Link:
     """The client, its connection and the messages between the broker and
-    Spark; a daemon thread polls it. Every client call holds `lock`."""
+    Spark. A daemon thread polls the client and, when the broker is gone,
+    reconnects (every RETRY_S at first, backing off to RETRY_MAX_S), saying
+    so in one line on stderr when the link goes and one when it is back.
+    A trigger never waits for that: while the link is down, read() hands
+    Spark what was received before (usually nothing) at once."""
 
     def __init__(self, broker, topic, client_id, run_id, receive_max):
+        self.broker, self.topic = broker, topic
         self.run_id, self.client_id = run_id, client_id
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()       # every client call
+        self.rows_lock = threading.Lock()  # inbox
         self.inbox = []     # (row, connection, packet id) not yet given to Spark
         self.unacked = deque()  # (offset, connection, packet id) given, not acknowledged
         self.last_rx = time.monotonic()
         self.error = None   # what ended the polling thread
+        self.closed = False
         c = self.client = broker.client(client_id, clean=False, inbound=receive_max,
-                                        max_packet=4096)
+                                        max_packet=4096, reconnect=False)
         c.manual_ack = True
         c.on_message = self._on_message
         if not broker.connect(c):
@@ -141,17 +160,48 @@ class _Link:
 
     def _on_message(self, msg):
         row = received_row(msg, self.run_id, self.client_id, None, int(time.time() * 1000))
-        self.inbox.append((row, self.client.sock, msg.pid if msg.qos == 1 else 0))
+        with self.rows_lock:
+            self.inbox.append((row, self.client.sock, msg.pid if msg.qos == 1 else 0))
         self.last_rx = time.monotonic()
+
+    def close(self):
+        self.closed = True
+        with self.lock:
+            self.client.close()
 
     def _poll(self):
         try:
-            while True:
-                with self.lock:
-                    self.client.poll(0)  # reconnects (with backoff) when the link breaks
+            while not self.closed:
+                try:
+                    with self.lock:
+                        if self.closed:
+                            break
+                        self.client.poll(0)
+                except (OSError, MQTTError, ServerError) as e:  # the link broke (poll closed it)
+                    if not self.closed:
+                        self._reconnect(e)
                 time.sleep(0.01)
         except Exception as e:  # not a network error: the next read() raises it
             self.error = e
+
+    def _reconnect(self, lost):
+        """Connect again, one attempt at a time under the lock, until it works."""
+        _say("mqtt source %s: lost the broker %s (%s: %s); reconnecting"
+             % (self.client_id, self.broker.address, type(lost).__name__, lost))
+        t0, wait = time.monotonic(), RETRY_S
+        while not self.closed:
+            time.sleep(wait)
+            try:
+                with self.lock:
+                    if not self.broker.connect(self.client):
+                        subscribe(self.broker, self.client, self.topic)
+                break
+            except BrokerError:
+                wait = min(wait * 2, RETRY_MAX_S)
+        else:
+            return
+        _say("mqtt source %s: reconnected to %s after %.0f s"
+             % (self.client_id, self.broker.address, time.monotonic() - t0))
 
     def wait_idle(self, idle_ms, most_ms):
         """Wait until nothing has arrived for idle_ms, or most_ms passed (a
@@ -166,7 +216,7 @@ class _Link:
         (their `arrival` is left None for the caller)."""
         if self.error:
             raise self.error
-        with self.lock:
+        with self.rows_lock:
             got, self.inbox = self.inbox, []
             for i, (_, conn, pid) in enumerate(got):
                 if pid:
@@ -176,10 +226,21 @@ class _Link:
     def ack_through(self, n):
         """PUBACK, in the order received, each message at an offset below n
         (offsets count from 0, so `n` messages), if its connection is the
-        current one (the broker resends those of an earlier connection)."""
-        with self.lock:
+        current one (the broker resends those of an earlier connection).
+        While a reconnect attempt holds the client (at most its connect
+        timeout), this leaves them to the next call rather than wait."""
+        if not self.lock.acquire(timeout=ACK_WAIT_S):
+            return
+        try:
             c = self.client
-            while self.unacked and self.unacked[0][0] < n:
-                _, conn, pid = self.unacked.popleft()
-                if conn is c.sock and c.connected:
-                    c.ack(pid)
+            with self.rows_lock:
+                while self.unacked and self.unacked[0][0] < n:
+                    _, conn, pid = self.unacked.popleft()
+                    if conn is c.sock and c.connected:
+                        c.ack(pid)
+        finally:
+            self.lock.release()
+
+
+def _say(line):
+    print(line, file=sys.stderr, flush=True)

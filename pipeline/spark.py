@@ -49,17 +49,25 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         })
     elif (master or DEFAULT_MASTER).startswith("local") and not under_submit:
         # One machine: Spark's 200 shuffle partitions are 200 tiny tasks per
-        # stage (5-15x slower here). Up to 16 per core, merged by AQE into
-        # 16 MB ones: small inputs get a few tasks, and at 1e7 rows the hash
-        # join's build side per task stays well inside the heap. Shuffle files
-        # stay in the page cache: compressing them only costs CPU. The
-        # throughput collector beats G1 on a batch job this size.
+        # stage (5-15x slower here). Up to 16 per core, fewer for a small
+        # input (a cached partition is never merged by AQE, and every task
+        # over it costs): at 1e7 rows the hash join's build side per task
+        # stays well inside the heap. Shuffle files stay in the page cache:
+        # compressing them only costs CPU. The throughput collector beats G1
+        # on a batch job this size.
         jit = " -XX:TieredStopAtLevel=1" if input_bytes and input_bytes < SMALL_INPUT else ""
+        cores = os.cpu_count() or 1
+        parts = 16 * cores
+        if input_bytes:  # about 8 MB of Parquet per partition, at least 4 per core
+            parts = min(parts, max(4 * cores, -(-input_bytes // (8 << 20))))
         settings.update({
             "spark.driver.memory": "2g",
             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC" + jit,
             "spark.shuffle.compress": "false",
-            "spark.sql.shuffle.partitions": str(16 * (os.cpu_count() or 1)),
+            # The job's one cache (its deduplicated telemetry) lives for one
+            # run: encoding it costs more CPU than its memory is worth here.
+            "spark.sql.inMemoryColumnarStorage.compressed": "false",
+            "spark.sql.shuffle.partitions": str(parts),
             "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16m",
         })
     settings.update(dict(conf))
