@@ -55,6 +55,12 @@ class MQTTClient(Receiver, Aliases, Publisher):
     messages while disconnected without waiting for the link.
     """
 
+    # rarely set: class-level defaults keep the instance map sparse (recv.Receiver)
+    last_error = None  # why the last (re)connect attempt failed
+    disconnect_reason = None  # the server's last DISCONNECT reason code
+    on_oversize = None  # on_oversize(topic, size)
+
+
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
                  keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
                  connect_props=None, reconnect=True, backoff_ms=(250, 30000),
@@ -83,11 +89,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
         self.session_expiry = session_expiry if session_expiry is not None else (
             0 if clean else 0xFFFFFFFF)
         self.connects = 0  # successful connects so far
-        self.last_error = None  # why the last (re)connect attempt failed
         self.attempt_at = 0  # ticks_ms() when the last connect attempt ended ...
         self.retry_ms = 0  # ... and the backoff from then to the next (0: at once)
-        self.disconnect_reason = None  # the server's last DISCONNECT reason code
-        self.on_oversize = None  # on_oversize(topic, size)
         self.in_callback = False  # inside on_message: never wait for the network
         self.subscriptions = []  # (filter, options, props) to make again after a reconnect
         if outbox:

@@ -161,12 +161,9 @@ class Core:
     props (and a will's): MQTT 5 properties as built by props.build(), added
     to the CONNECT's."""
 
-    # What only a mixin or the application sets, read here: class-level
-    # defaults, so a publisher's instance holds none of them
-    on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
-    ob = None  # an outbox.Outbox persisting the table
+    # What only a mixin sets, read here but not on the publish path:
+    # class-level defaults, so a publisher's instance holds none of them
     aliases = 0  # outbound topic aliases we keep (alias.Aliases)
-    amax = 0  # ... of which this connection may use
     sub_pids = ()  # ids of SUBSCRIBEs/UNSUBSCRIBEs in flight: recv.Receiver sets a table
     # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
@@ -240,6 +237,11 @@ class Core:
         self.tn = 0  # its UTF-8 length
         self.ka_ms = 0
         self.sp = 0  # the last CONNACK's session present
+        # read on every publish or ack: instance attributes (a class-level
+        # default would cost a lookup through every class of the client)
+        self.on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
+        self.ob = None  # an outbox.Outbox persisting the table
+        self.amax = 0  # outbound aliases this connection may use (alias.Aliases)
 
     # ---- connection ---------------------------------------------------------
 

@@ -73,6 +73,17 @@ class Receiver:
     driver's poll() or task lets it through, with its traceback. With
     callback_errors = "log" its traceback is printed and dispatch goes on."""
 
+    # Settings and rarely changed state, read where they matter: class-level
+    # defaults, so the instance map stays sparse (every method lookup first
+    # misses in it, and a nearly full map makes each miss slow)
+    callback_errors = "raise"  # or "log"
+    manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
+    check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
+    on_suback = None  # on_suback(pid, codes) for each SUBACK/UNSUBACK
+    connack_raw = None  # the last CONNACK (5.0): connack_props
+    disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
+
+
     def rinit(self, inbound=8, aliases_in=4, alias_topic_max=64):
         """inbound: QoS 2 messages received and not yet released (our Receive
         Maximum); aliases_in: topic aliases the server may set (our Topic
@@ -88,20 +99,14 @@ class Receiver:
         self.props = Props()
         self.msg = Message(self.props)
         self.on_message = None  # on_message(msg)
-        self.callback_errors = "raise"  # or "log"
         self._cbe = None  # a callback's exception, raised once its packet is handled
-        self.manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
-        self.check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
         # SUBSCRIBE/UNSUBSCRIBE in flight (core._pid skips their ids) and
         # the acks that came, kept for suback(pid) until the slot is reused
         self.sub_pids = [0] * _SUBS  # a list: MicroPython's array has no `in`
         self.sub_done = [0] * _SUBS
         self.sub_codes = [None] * _SUBS
-        self.on_suback = None  # on_suback(pid, codes) for each SUBACK/UNSUBACK
         self.suback_pid = 0  # the last SUBACK/UNSUBACK: its id and first code
         self.suback_code = 0
-        self.connack_raw = None  # the last CONNACK (5.0): connack_props
-        self.disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
 
     def _done(self, pid, reason):
         """core.Core._done: on_done's exception waits until the packet is
