@@ -70,6 +70,8 @@ def build(pairs, where=3):
     f = b""  # the Payload Format Indicator, put first: the core looks for it there
     seen = 0
     for p in pairs:
+        if type(p) is not tuple and type(p) is not list or len(p) != 2 or type(p[0]) is not int:
+            raise TypeError("props: each item an (id, value) pair, not %r" % (p,))
         pid = p[0]
         v = p[1]
         k = len(b)
@@ -100,6 +102,8 @@ def build(pairs, where=3):
                 f = b[k:]
                 b = b[:k]
         else:
+            if t == _PAIR and (type(v) is not tuple and type(v) is not list or len(v) != 2):
+                raise TypeError("props: a user property is a (name, value) pair, not %r" % (v,))
             for x in (v if t == _PAIR else (v,)):
                 # a string is str or UTF-8 bytes; binary data is bytes-like
                 if type(x) is str:
@@ -116,6 +120,4 @@ def build(pairs, where=3):
                     raise ValueError("props: a wildcard in the response topic")  # [MQTT-3.3.2-14]
                 b += len(x).to_bytes(2, "big")
                 b += x
-            if t == _PAIR and len(v) != 2:
-                raise ValueError("props: a user property is a (name, value) pair")
     return bytes(f + b)

@@ -87,3 +87,12 @@ def test_exceptions_print_their_code_and_its_name():
     assert str(MQTTError(0x95)) == "0x95 Packet too large"
     assert str(ServerError(0)) == "0x00 Normal disconnection"
     assert ServerError(0x87).args == (0x87,)
+
+
+def test_props_build_names_what_is_not_a_pair():
+    from frugalmqtt import props as P
+    for bad in ([5], [(P.USER_PROPERTY,)], [(P.CONTENT_TYPE,)], [("x", 1)],
+                [(P.USER_PROPERTY, "ab")], [(P.USER_PROPERTY, ("a",))]):
+        e = raises(TypeError, P.build, bad)
+        assert str(e).startswith("props: "), (bad, str(e))
+    assert P.build([(P.USER_PROPERTY, ("a", "b"))]) == b"\x26\x00\x01a\x00\x01b"
