@@ -206,15 +206,14 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._qmax = 0
         self._deliver = self._queue  # bound once: the reader allocates nothing per message
         self._waits = None  # publish(wait=True): {pid: final reason, None until it comes}
-        self.rinit(inbound, aliases_in, alias_topic_max)
         p = b""
+        if version == 5 and connect_props:
+            from .cprops import settings
+            p, inbound, max_packet, aliases_in, session_expiry = settings(
+                connect_props, inbound, max_packet, aliases_in, session_expiry)
+        self.rinit(inbound, aliases_in, alias_topic_max)
         if version == 5:
-            p = self.rprops()
-            if connect_props:
-                if type(connect_props) is not bytes:
-                    from .props import build
-                    connect_props = build(connect_props, 1)
-                p += connect_props
+            p = self.rprops() + p
         Core.__init__(self, client_id, version, user, password, keepalive, clean, session_expiry,
                       will, slot_size, slots, max_packet, clock, tx_size, p)
         if version == 5:

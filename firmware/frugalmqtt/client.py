@@ -69,12 +69,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
                  alias_topic_max=64):
         p = b""
         if version == 5 and connect_props:
-            from .cprops import split  # the settings among them
-            p, c = split(connect_props)
-            inbound = c.get(0x21, inbound)
-            max_packet = c.get(0x27, max_packet)
-            aliases_in = c.get(0x22, aliases_in)
-            session_expiry = c.get(0x11, session_expiry)
+            from .cprops import settings
+            p, inbound, max_packet, aliases_in, session_expiry = settings(
+                connect_props, inbound, max_packet, aliases_in, session_expiry)
         self.rinit(inbound, aliases_in, alias_topic_max)
         if version == 5:
             p = self.rprops() + p

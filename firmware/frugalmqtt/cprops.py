@@ -60,6 +60,17 @@ def split(props):
     return build(rest, 1), got
 
 
+def settings(props, inbound, max_packet, aliases_in, session_expiry):
+    """The CONNECT properties a client was given (connect_props), with the
+    settings among them taken as its arguments (Receive Maximum: inbound,
+    Maximum Packet Size: max_packet, Topic Alias Maximum: aliases_in,
+    Session Expiry Interval: session_expiry): (the other properties, built,
+    inbound, max_packet, aliases_in, session_expiry)."""
+    p, c = split(props)
+    return (p, c.get(0x21, inbound), c.get(0x27, max_packet), c.get(0x22, aliases_in),
+            c.get(0x11, session_expiry))
+
+
 def sub_props(props, sub_id):
     """SUBSCRIBE properties (bytes or pairs) with a Subscription Identifier
     (when sub_id), built."""
