@@ -234,7 +234,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 raise OSError(_ENOTCONN)
             if not qos:
                 self.ensure_connected()
-        t0 = ticks_ms()
+        t0 = None
         while True:
             pid = Core.publish(self, topic, payload, qos, retain, props)
             if pid != FULL:
@@ -243,9 +243,15 @@ class MQTTClient(Receiver, Aliases, Publisher):
                     # in the file, and publishing goes on while offline)
                     self.ensure_connected()
                 return pid
+            if t0 is None:
+                t0 = ticks_ms()
             if self.in_callback or timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
                 return pid
             self.poll(100)
+
+    # the wait for a free slot is publish()'s own (above), timed over all
+    # its tries: the core's answer, FULL, not lite's wait
+    room = Core.room
 
     def flush(self, timeout_ms=-1):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""

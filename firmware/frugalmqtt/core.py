@@ -168,6 +168,7 @@ class Core:
     # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
     _prep = False
+    early = 0  # flows at the front of order sent before the CONNACK (wake.py sets it)
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
@@ -237,6 +238,8 @@ class Core:
         self.tn = 0  # its UTF-8 length
         self.ka_ms = 0
         self.sp = 0  # the last CONNACK's session present
+        self.ping_t = None  # clock() when the PINGREQ due a PINGRESP went
+        self.last_rx = self.last_tx = 0  # clock() of the last packet in, out
         # read on every publish or ack: instance attributes (a class-level
         # default would cost a lookup through every class of the client)
         self.on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
@@ -252,7 +255,8 @@ class Core:
             raise _why("user")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
         self.sock = sock
         self.up = False
-        self.early = 0  # flows at the front of order sent before the CONNACK (wake.py)
+        if self.early:
+            self.early = 0
         b = self.img[-1]
         n = len(self.hello)
         b[_HEAD:_HEAD + n] = self.hello
@@ -290,18 +294,19 @@ class Core:
 
     # ---- publish ------------------------------------------------------------
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None):
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """Send a PUBLISH; returns the packet id (0 at QoS 0), or FULL when a
-        QoS 1/2 message finds no free slot. Beyond the server's Receive
+        QoS 1/2 message finds no free slot and room(timeout_ms), the
+        driver's wait for an ack, gives up. Beyond the server's Receive
         Maximum a stored message waits in its slot until an ack frees the
         quota. topic: str or bytes; payload: bytes-like or str; props: MQTT 5
         properties as props.build() made them. Once stored,
         a message is never lost: if the link is down (or fails while sending)
         it stays in the table and goes out after the next CONNACK. OSError
         means it was not stored."""
-        if self.sock is None and not qos:
+        if not qos and self.sock is None:
             raise OSError(errno.ENOTCONN)
-        if qos < 0 or qos > self.max_qos:
+        if qos and (qos < 0 or qos > self.max_qos):
             raise _why("qos", qos, self.max_qos)  # [MQTT-3.2.2-11]
         if retain and not self.retain_ok:
             raise _why("retain")  # [MQTT-3.2.2-14]
@@ -312,9 +317,10 @@ class Core:
         ob = self.ob
         if qos:
             i = -1
-            if self.n >= self.slots or ob and ob.backlog:
-                if not ob:
+            while self.n >= self.slots and not ob:
+                if not self.room(timeout_ms):
                     return FULL
+            if self.n >= self.slots or ob and ob.backlog:
                 b = ob.buf  # no slot (or older ones wait): the outbox's file keeps it
             else:
                 i = 0
@@ -340,7 +346,7 @@ class Core:
                 raise _why("topic", o - _HEAD - 2)
             self.tn = o - _HEAD - 2
             self.topic = topic
-        if type(payload) not in _ARGS or props and type(props) is not bytes:
+        if props and type(props) is not bytes:
             raise _why("publish", topic, payload, props)
         if self.amax and (not qos or self.up and self.n < self.quota and not ob):
             a = self.alias(topic)
@@ -382,8 +388,11 @@ class Core:
                     if props:
                         o = self._text(b, o, props)
                 q = o  # the payload starts here
-                if type(payload) is str:
+                t = type(payload)
+                if t is str:
                     o = self._text(b, o, payload)
+                elif t is not bytes and t not in _ARGS:
+                    raise _why("publish", topic, payload, props)
                 else:
                     n = len(payload)
                     if o + n > len(b):
@@ -427,7 +436,17 @@ class Core:
         if a < 0:
             self.alias(-a)  # the server learns it with this packet
         if not qos:
-            self._send(b, s, o - s)
+            # written here, not by _send(), and without restarting the
+            # keep-alive's sending timer: both cost the hot path more than
+            # the write; a timer that counts less than was sent can only
+            # bring a PINGREQ early (docs/protocol-decisions.md)
+            k = self.sock
+            try:
+                while s < o:
+                    s += k.write(b, s, o - s)
+            except OSError:
+                Core.close(self)
+                raise
             return 0
         if i < 0:  # its packet id comes when it takes a slot
             b[p] = b[p + 1] = 0
@@ -454,6 +473,11 @@ class Core:
             except OSError:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
+
+    def room(self, timeout_ms):
+        """Every slot is taken: a driver may wait (up to timeout_ms) for an
+        ack and return True to try again. Here: False, publish() returns FULL."""
+        return False
 
     def restore(self, b, n, comp):
         """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
@@ -561,9 +585,10 @@ class Core:
                 Core.close(self)
                 raise OSError(errno.ETIMEDOUT)  # no PINGRESP: a half-open link
             return w
-        # PINGREQ after a keep-alive period with nothing sent [MQTT-3.1.2-20]
-        # or nothing received (a client may ping at any time, 3.12.4): so a
-        # publisher that only sends QoS 0 still notices a half-open link
+        # PINGREQ after a keep-alive period with nothing sent (QoS 0 PUBLISH
+        # aside) [MQTT-3.1.2-20] or nothing received (a client may ping at
+        # any time, 3.12.4): a publisher that only sends QoS 0 still notices
+        # a half-open link
         w = ka - ticks_diff(now, self.last_tx)
         k = ka - ticks_diff(now, self.last_rx)
         if k < w:

@@ -31,6 +31,7 @@ class Publisher(Core):
             ssl = context(ssl)
         self.ssl = ssl
         self.timeout = timeout_ms
+        self.poller = None
 
     def connect(self, clean=None, sock=None):
         """Open the connection, then resend the table: returns session present.
@@ -58,20 +59,12 @@ class Publisher(Core):
 
     # ---- publish ------------------------------------------------------------
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
-        """Send a PUBLISH; returns the packet id (0 at QoS 0). topic: str or
-        bytes; payload: bytes-like or str; props: the bytes props() made (5.0).
-        QoS 1/2 wait (up to timeout_ms, -1 forever) for a free slot; beyond
-        the server's Receive Maximum a message waits in its slot until an ack
-        frees the quota. Once stored, a message is never lost:
-        if the link is down (or fails while sending) it stays in the table
-        and goes out after connect(). OSError means it was not stored."""
-        while True:
-            pid = Core.publish(self, topic, payload, qos, retain, props)
-            if pid != FULL:
-                return pid
-            if not self.poll(timeout_ms) and timeout_ms >= 0:
-                raise OSError(errno.ETIMEDOUT)  # in-flight window full
+    def room(self, timeout_ms):
+        """publish() found every slot taken: wait up to timeout_ms (-1:
+        forever) for an ack; OSError(ETIMEDOUT) if none came."""
+        if not self.poll(timeout_ms) and timeout_ms >= 0:
+            raise OSError(errno.ETIMEDOUT)  # in-flight window full
+        return True
 
     def flush(self, timeout_ms=-1):
         """Wait until every QoS 1/2 flow is acknowledged; False on timeout."""
