@@ -286,11 +286,13 @@ def machine_facts(micropython, mpy_cross, mosquitto):
 
 # ---- measurements ------------------------------------------------------------
 
-def compile_all(mpy_cross, out):
+def compile_all(mpy_cross, out, firmware=FIRMWARE):
+    """The device package (firmware: its source directory) and the bench/mp
+    scripts compiled into out; {module: .mpy bytes}."""
     pkg = out / "frugalmqtt"
     pkg.mkdir()
     sizes = {}
-    for src in sorted(FIRMWARE.glob("*.py")):
+    for src in sorted(firmware.glob("*.py")):
         dst = pkg / (src.stem + ".mpy")
         # the release build (tools/mpy.py RELEASE), as a device installs it
         # (and, as tools/mpy.py, the short source name "core.py", not the path)

@@ -16,7 +16,8 @@ small adapters in bench/mp/mqttlibs.py (BENCH_LIB=<name>). All at MQTT
   whether a publish round runs under micropython.heap_lock(),
 - the smallest `-X heapsize` for connect + 1000 QoS 1 publishes,
 - QoS 0 / QoS 1 throughput (median of --repeat runs), beside the raw loop
-  (pre-encoded PUBLISH per sock.write) as the ceiling,
+  (pre-encoded PUBLISH per sock.write) as the ceiling and lite.Publisher as
+  issue 13 measured it (git 5b300b8, built from git in the same way),
 - .mpy size, and a feature row.
 
 And a battery device's deep-sleep cycle (the `wake` table): a device wakes
@@ -33,6 +34,7 @@ import argparse
 import datetime
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +69,10 @@ LIBS = {
     "mqtt_as": (["micropython-mqtt"], ["mqtt_async"]),
 }
 LITE = "frugalmqtt.lite"  # the publish-only profile, lite.Publisher
+# The throughput rows also run lite.Publisher as it was at this commit (the
+# tree issue 13 measured, 2026-11-23: its QoS 0 rate is the line "no lower
+# than today's lite"), built from git the same way, in the same rounds.
+BASELINE = "lite@5b300b8"
 TELEM = "frugalmqtt.telem"  # the telemetry profile, telem.Telemetry with an outbox
 OURS = {"frugalmqtt": "full", LITE: "lite", TELEM: "telemetry"}  # lib -> install profile
 # the deep-sleep table's columns: library as built (frugalmqtt.wake is in the
@@ -222,10 +228,16 @@ def measure_heap(lib, mp, log, rom=None):
     return size, why
 
 
-def measure_speed(mps, repeat, ms, log):
+def measure_speed(mps, repeat, ms, log, base_mp=None):
+    """Median msg/s {(lib, "q0"|"q1"): rate}, ("raw", "q0") the raw loop and
+    (BASELINE, ...) base_mp's lite.Publisher, and the in-flight windows."""
     libs = [l for l in ORDER if l in mps]
     runs = {(lib, c): [] for lib in libs for c in ("q0", "q1")}
     runs[("raw", "q0")] = []
+    if base_mp:
+        mps = dict(mps, **{BASELINE: base_mp})
+        libs.append(BASELINE)
+        runs.update({(BASELINE, c): [] for c in ("q0", "q1")})
     windows = {}
     for i in range(repeat):  # interleaved, so background load hits every case alike
         _, lines = mps["frugalmqtt"].run("speed", 4, "raw", ms)
@@ -234,7 +246,7 @@ def measure_speed(mps, repeat, ms, log):
         for lib in libs:
             for c in ("q0", "q1"):
                 # speed.py's cases for lite (l0, l1) and the telemetry profile (t0, t1)
-                case = {LITE: "l", TELEM: "t"}.get(lib, "q") + c[1]
+                case = {LITE: "l", BASELINE: "l", TELEM: "t"}.get(lib, "q") + c[1]
                 _, lines = mps[lib].run("speed", 4, case, ms)
                 count, us = map(int, cb.pick(lines, "rate", case))
                 runs[(lib, c)].append(count * 1e6 / us)
@@ -267,9 +279,12 @@ def table(built, res, heap, rom_heap, speed, windows):
     row("smallest heap, connect + 1000 QoS 1 publishes", lambda l: kb(heap[l][0]))
     row("heap held after import, bytecode in ROMFS", lambda l: kb(res[l]["rom_import"]))
     row("smallest heap, bytecode in ROMFS", lambda l: kb(rom_heap[l][0]))
-    row("QoS 0 msg/s (raw loop: %.0f)" % speed[("raw", "q0")],
+    base = ("; %s: %.0f" % (BASELINE, speed[(BASELINE, "q0")])) if (BASELINE, "q0") in speed else ""
+    row("QoS 0 msg/s (raw loop: %.0f%s)" % (speed[("raw", "q0")], base),
         lambda l: "%.0f" % speed[(l, "q0")])
-    row("QoS 1 msg/s (in flight at once)", lambda l: "%.0f (%d)" % (
+    base = ("; %s: %.0f (%d)" % (BASELINE, speed[(BASELINE, "q1")], windows[BASELINE])
+            if (BASELINE, "q1") in speed else "")
+    row("QoS 1 msg/s (in flight at once%s)" % base, lambda l: "%.0f (%d)" % (
         speed[(l, "q1")], windows[l] or 1))
     for i, name in enumerate(("QoS 2", "MQTT 5", "session resume", "topic aliases",
                               "flow control")):
@@ -401,7 +416,8 @@ def main():
         rom_broker.start()
         try:
             if not args.wake_only:
-                tbl, heap = measure_all(args, built, micropython, broker, rom_broker, log)
+                base = baseline_dir(tmp, mpy_cross, BASELINE.split("@")[1])
+                tbl, heap = measure_all(args, built, micropython, broker, rom_broker, log, base)
             wtbl = wake_section(args, built, micropython, broker, tmp, log)
         finally:
             broker.stop()
@@ -439,8 +455,23 @@ def main():
     return 0
 
 
-def measure_all(args, built, micropython, broker, rom_broker, log):
-    """The main table: heap, allocation, smallest heap, throughput."""
+def baseline_dir(tmp, mpy_cross, rev):
+    """A MICROPYPATH with frugalmqtt as it was at git rev (and today's
+    bench/mp scripts)."""
+    src = tmp / "baseline-src"
+    src.mkdir()
+    git = subprocess.run(["git", "-C", str(REPO), "archive", rev, "firmware/frugalmqtt"],
+                         capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=git.stdout, check=True)
+    out = tmp / "baseline"
+    out.mkdir()
+    cb.compile_all(mpy_cross, out, src / "firmware" / "frugalmqtt")
+    return str(out)
+
+
+def measure_all(args, built, micropython, broker, rom_broker, log, base=None):
+    """The main table: heap, allocation, smallest heap, throughput (base: a
+    MICROPYPATH for the BASELINE lite's throughput)."""
     libs = [l for l in ORDER if l in built]  # a profile awaiting its modules: left out
     mps = {l: mp_for(l, built[l][0], micropython, broker.port) for l in libs}
     rom_mps = {l: mp_for(l, built[l][0], micropython, rom_broker.port) for l in libs}
@@ -453,7 +484,9 @@ def measure_all(args, built, micropython, broker, rom_broker, log):
         heap = {l: f.result() for l, f in fs.items()}
         rom_heap = {l: f.result() for l, f in rom.items()}
     log("compare: throughput")
-    speed, windows = measure_speed(mps, args.repeat, args.ms, log)
+    # (as another library: bcommon.py then loads none of today's modules)
+    base_mp = mp_for(BASELINE, base, micropython, broker.port) if base else None
+    speed, windows = measure_speed(mps, args.repeat, args.ms, log, base_mp)
     return table(built, res, heap, rom_heap, speed, windows), heap
 
 

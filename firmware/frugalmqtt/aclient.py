@@ -274,11 +274,6 @@ class AMQTTClient(Receiver, Aliases, Core):
             w[pid] = reason
         Receiver._done(self, pid, reason)
 
-    @property
-    def connected(self):
-        """The server accepted our CONNECT on the open connection."""
-        return self.up
-
     def isconnected(self):
         """The server accepted our CONNECT on the open connection (mqtt_as's name)."""
         return self.up

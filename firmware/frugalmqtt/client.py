@@ -102,7 +102,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         try:
             sp = Publisher.connect(self, clean)
         except ServerError:
-            self.connack_raw = self.keep(2)  # refused: its reason string in connack_props
+            self.connack_props = self.keep(2)  # refused: its reason string is there
             raise
         self.connects += 1
         return sp
@@ -172,7 +172,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 raise  # a callback's: the link is fine
             if isinstance(e, ServerError):
                 self.disconnect_reason = e.args[0]
-                self.disconnect_raw = self.keep(1)
+                self.disconnect_props = self.keep(1)
             self.close()
             if not self.reconnect:
                 raise

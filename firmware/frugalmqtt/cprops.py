@@ -3,9 +3,9 @@
 # loads (imported on first use): raw property bytes read back into (id,
 # value) pairs, the CONNECT properties that are settings taken out of
 # connect_props, SUBSCRIBE properties with a Subscription Identifier, a
-# DISCONNECT with properties, and the kept CONNACK/DISCONNECT parsed.
+# DISCONNECT with properties.
 from .props import build
-from .propview import Props, TYPE as _TYPE, _skip, _int, _u
+from .propview import TYPE as _TYPE, _skip, _int, _u
 
 try:
     from micropython import const
@@ -107,13 +107,3 @@ def disconnect(c, reason, props, session_expiry):
             pass
     c.close()  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]
 
-
-def parsed(raw, o, where):
-    """A props.Props over the property block at raw[o:] (a copy of a packet
-    recv.Receiver kept), or None."""
-    if raw is None or len(raw) <= o:
-        return None
-    p = Props()
-    if p.parse(raw, o, len(raw), where) < 0:
-        return None
-    return p

@@ -12,6 +12,8 @@ import errno
 from sys import implementation
 from .core import Core, FULL, SESSION_LOST, ticks_ms, ticks_diff, tcp
 
+_ROOM = None  # room in the globals dict for fast builtin lookups (see core.py)
+
 
 class Publisher(Core):
     """A publish-only MQTT client. slots: QoS 1/2 messages in flight (each

@@ -80,9 +80,10 @@ class Receiver:
     manual_ack = False  # QoS 1/2: PUBACK/PUBREC only by ack(pid)
     check_utf8_payload = True  # refuse Payload Format 1 that is not UTF-8
     on_suback = None  # on_suback(pid, codes) for each SUBACK/UNSUBACK
-    connack_raw = None  # the last CONNACK (5.0): connack_props
-    disconnect_raw = None  # the server's last DISCONNECT (5.0): disconnect_props
-
+    # the properties of the last CONNACK and of the server's last DISCONNECT
+    # (5.0), propview.Props kept by keep(); None before one came
+    connack_props = None
+    disconnect_props = None
 
     def rinit(self, inbound=8, aliases_in=4, alias_topic_max=64):
         """inbound: QoS 2 messages received and not yet released (our Receive
@@ -147,7 +148,7 @@ class Receiver:
     def inbound(self, t, n):
         r = self.rx
         if t == 2:  # CONNACK, n session present
-            self.connack_raw = self.keep(2)
+            self.connack_props = self.keep(2)
             i = 0
             while i < _SUBS:
                 self.sub_pids[i] = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
@@ -357,35 +358,27 @@ class Receiver:
         return None
 
     def keep(self, o):
-        """A copy of the CONNACK (o 2) or DISCONNECT (o 1) in rx, up to the
-        end of its property block (its length at rx[o]), for connack_props
-        and disconnect_props (5.0; None on 3.1.1)."""
+        """The properties of the CONNACK (o 2) or DISCONNECT (o 1) in rx, a
+        propview.Props over a copy of the packet up to the end of its
+        property block (its length at rx[o]), for connack_props and
+        disconnect_props; None on 3.1.1 or when there are none."""
         if self.v == 4:
             return None
         r = self.rx
         n = s = 0
-        while o < len(r) and s < 28:  # a Variable Byte Integer
-            c = r[o]
-            o += 1
+        k = o
+        while k < len(r) and s < 28:  # a Variable Byte Integer
+            c = r[k]
+            k += 1
             n |= (c & 0x7F) << s
             s += 7
             if c < 0x80:
                 break
-        return bytes(r[:o + n])  # props.Props.parse checks the block
-
-    @property
-    def connack_props(self):
-        """The last CONNACK's properties (5.0), a props.Props parsed when
-        read: get_int(props.ASSIGNED_CLIENT_ID)... None before one came."""
-        from .cprops import parsed
-        return parsed(self.connack_raw, 2, 2)
-
-    @property
-    def disconnect_props(self):
-        """The properties of the server's last DISCONNECT (5.0): reason
-        string, server reference, ... as a props.Props; None if none came."""
-        from .cprops import parsed
-        return parsed(self.disconnect_raw, 1, 14)
+        raw = bytes(r[:k + n])
+        p = Props()
+        if len(raw) <= o or p.parse(raw, o, len(raw), 2 if o == 2 else 14) < 0:
+            return None  # none, or a block parse() refuses
+        return p
 
     def subscribe(self, subs, props=None, unsub=False):
         """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
