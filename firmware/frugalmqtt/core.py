@@ -177,6 +177,11 @@ class Core:
     # (a flag: reading self.prepare to test it would allocate a bound method)
     _prep = False
     early = 0  # flows at the front of order sent before the CONNACK (wake.py sets it)
+    # on_done(pid, reason) when a QoS 1/2 flow ends: the application's, read
+    # once per ack. A class-level default keeps lite's instance at 37
+    # attributes: its map then never grows past 37 slots (a 38th takes it
+    # to 47, 752 B, and the growth needs both tables at once)
+    on_done = None
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
@@ -221,10 +226,12 @@ class Core:
             raise _why("connect_size", len(b), max_packet)
         self.hello = b
         # slot images: img[i] holds slot i's PUBLISH, img[slots] is the buffer
-        # for QoS 0, CONNECT and acks
-        self.img = []
-        for i in range(slots + 1):
-            self.img.append(bytearray(tx_size if i == slots and tx_size else max_packet))
+        # for QoS 0, CONNECT and acks (a list made at its size: it never grows)
+        img = [None] * (slots + 1)
+        for i in range(slots):
+            img[i] = bytearray(max_packet)
+        img[slots] = bytearray(tx_size or max_packet)
+        self.img = img
         self.start = bytearray(slots)  # where each image begins (< _HEAD)
         self.size = [0] * slots  # image length
         self.pid = [0] * slots
@@ -249,9 +256,8 @@ class Core:
         self.sp = 0  # the last CONNACK's session present
         self.ping_t = None  # clock() when the PINGREQ due a PINGRESP went
         self.last_rx = self.last_tx = 0  # clock() of the last packet in, out
-        # read on every publish or ack: instance attributes (a class-level
-        # default would cost a lookup through every class of the client)
-        self.on_done = None  # on_done(pid, reason) when a QoS 1/2 flow ends
+        # read on every publish: instance attributes (a class-level default
+        # would cost a lookup through every class of the client)
         self.ob = None  # an outbox.Outbox persisting the table
         self.amax = 0  # outbound aliases this connection may use (alias.Aliases)
 

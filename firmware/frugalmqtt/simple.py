@@ -33,7 +33,7 @@
 # Topic and message in the callback are bytes copies (this API allocates per
 # message; client.MQTTClient does not).
 from .client import MQTTClient as _Client
-from .core import MQTTError, ServerError, utf8
+from .core import MQTTError, ServerError, utf8, _why
 
 _PINGRESP = 0xD0
 _PINGREQ = b"\xc0\x00"
@@ -219,15 +219,18 @@ class MQTTClient:
     def _publish_own(self, topic, msg, qos, retain):
         """A PUBLISH too big for the client's buffers, written as umqtt writes
         it: a header made here, then the caller's msg; QoS 1/2 wait for the
-        flow's end. Not stored: a broken link raises OSError."""
+        flow's end. Not stored: a broken link raises OSError. The core's
+        encoder copies every payload into a slot, for a resend; this one
+        writes from the caller's buffer, so it is the facade's own. Its
+        checks are the core's, in the core's words (core._why)."""
         c = self._c
         if not topic or b"#" in topic or b"+" in topic or not utf8(topic, 0, len(topic)):
             # [MQTT-4.7.3-1] [MQTT-3.3.2-2] [MQTT-1.5.4-1] [MQTT-1.5.4-2]
-            raise ValueError("topic: empty, a wildcard or not UTF-8")
+            raise _why("topic", len(topic))
         if qos < 0 or qos > c.max_qos:
-            raise ValueError("QoS above the server's maximum")  # [MQTT-3.2.2-11]
+            raise _why("qos", qos, c.max_qos)  # [MQTT-3.2.2-11]
         if retain and not c.retain_ok:
-            raise ValueError("server has no retain")  # [MQTT-3.2.2-14]
+            raise _why("retain")  # [MQTT-3.2.2-14]
         n = 2 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
         h = bytearray()
         h.append(0x30 | qos << 1 | (1 if retain else 0))
@@ -237,7 +240,7 @@ class MQTTClient:
             k >>= 7
         h.append(k)
         if len(h) + n > c.server_max:
-            raise ValueError("PUBLISH over the server's Maximum Packet Size")  # [MQTT-3.2.2-15]
+            raise _why("server_max", len(h) + n, c.server_max)  # [MQTT-3.2.2-15]
         h += len(topic).to_bytes(2, "big") + topic
         pid = 0
         if qos:
