@@ -113,3 +113,15 @@ def test_host_copies_of_private_consts_match_the_device():
         assert getattr(host, name) == getattr(codec, name), name
     for name in ("_BOOL", "_U16_NZ", "_U32_NZ", "_VBI_NZ", "_STR", "_PAIR"):
         assert getattr(host, name) == getattr(props, name), name
+
+
+def test_replays_copies_of_the_outbox_record_consts_match():
+    # replay.py (the outbox's reload, loaded once per attach) repeats the
+    # outbox's record kinds and sizes: MicroPython cannot import private
+    # const() names, CPython keeps them as module attributes.
+    from frugalmqtt import outbox, replay
+    names = [n for n in vars(replay) if n[:1] == "_" and n[1:2].isupper()]
+    assert sorted(names) == sorted(["_PUB", "_LOAD", "_REC", "_DONE", "_IN_ADD", "_IN_DEL",
+                                    "_IN_CLR", "_HDR", "_C", "_MASK"])
+    for name in names:
+        assert getattr(replay, name) == getattr(outbox, name), name

@@ -250,8 +250,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
             self.poll(100)
 
     # the wait for a free slot is publish()'s own (above), timed over all
-    # its tries: the core's answer, FULL, not lite's wait
-    room = Core.room
+    # its tries: the core's answer, FULL, not lite's room()
+    _room = False
 
     def flush(self, timeout_ms=-1):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""

@@ -27,6 +27,12 @@
 # And for speed: no class a client is made of has a property (or any other
 # descriptor): one would make MicroPython look every attribute store up
 # through all the client's classes first (measured: 0.55 us a store, not 0.03).
+# The core calls its own helpers through the class, Core._go(self, i), not
+# self._go(i): a method looked up on the instance first misses in the
+# instance's attribute map, a scan of a nearly full table (about 1 us of
+# the 8 a QoS 1 publish and its PUBACK take). What a mixin, a driver or a
+# test rig replaces (packet, inbound, _free, _done, alias, prepare, room,
+# oversize, _send, a driver's _read and _wait) is called on self.
 import errno
 
 try:
@@ -176,6 +182,10 @@ class Core:
     # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
     _prep = False
+    # _room: a driver's room(timeout_ms) waits for an ack when publish()
+    # finds every slot taken, True to try again (lite.Publisher); without
+    # it publish() returns FULL (a flag, as _prep)
+    _room = False
     early = 0  # flows at the front of order sent before the CONNACK (wake.py sets it)
     # on_done(pid, reason) when a QoS 1/2 flow ends: the application's, read
     # once per ack. A class-level default keeps lite's instance at 37
@@ -278,7 +288,7 @@ class Core:
         b[_HEAD:_HEAD + n] = self.hello
         b[_HEAD + 7] = b[_HEAD + 7] & 0xFD | (2 if clean else 0)
         self.clean = clean
-        s = self._seal(b, _HEAD + n, 0x10)
+        s = Core._seal(self, b, _HEAD + n, 0x10)
         self._send(b, s, _HEAD + n - s)
 
     def disconnect(self, reason=0):
@@ -308,8 +318,8 @@ class Core:
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """Send a PUBLISH; returns the packet id (0 at QoS 0), or FULL when a
-        QoS 1/2 message finds no free slot and room(timeout_ms), the
-        driver's wait for an ack, gives up. Beyond the server's Receive
+        QoS 1/2 message finds no free slot and the driver has no wait for an
+        ack (room(timeout_ms)) or it gives up. Beyond the server's Receive
         Maximum a stored message waits in its slot until an ack frees the
         quota. topic: str or bytes; payload: bytes-like or str; props: MQTT 5
         properties as props.build() made them. Once stored,
@@ -330,7 +340,7 @@ class Core:
         if qos:
             i = -1
             while self.n >= self.slots and not ob:
-                if not self.room(timeout_ms):
+                if not self._room or not self.room(timeout_ms):
                     return FULL
             if self.n >= self.slots or ob and ob.backlog:
                 b = ob.buf  # no slot (or older ones wait): the outbox's file keeps it
@@ -346,7 +356,7 @@ class Core:
             if type(topic) not in _ARGS:
                 raise _why("publish", topic, payload, props)
             try:
-                o = self._text(b, _HEAD + 2, topic)
+                o = Core._text(self, b, _HEAD + 2, topic)
             except IndexError:
                 o = 0
             k = _HEAD + 2
@@ -374,7 +384,7 @@ class Core:
             try:
                 if n:
                     if type(topic) is str:
-                        o = self._text(b, _HEAD + 2, topic)
+                        o = Core._text(self, b, _HEAD + 2, topic)
                     else:  # bytes: copied inline, the common case kept fast
                         b[_HEAD + 2:o] = topic
                 p = o  # the packet id goes here once the packet is known to go
@@ -398,11 +408,11 @@ class Core:
                         b[o + 2] = n & 0xFF
                         o += 3
                     if props:
-                        o = self._text(b, o, props)
+                        o = Core._text(self, b, o, props)
                 q = o  # the payload starts here
                 t = type(payload)
                 if t is str:
-                    o = self._text(b, o, payload)
+                    o = Core._text(self, b, o, payload)
                 elif t is not bytes and t not in _ARGS:
                     raise _why("publish", topic, payload, props)
                 else:
@@ -422,7 +432,7 @@ class Core:
                 b[s] = f
                 b[_HEAD - 1] = n
             else:
-                s = self._seal(b, o, f)
+                s = Core._seal(self, b, o, f)
             if not a:
                 if o - s > self.server_max:
                     raise _why("server_max", o - s, self.server_max)  # [MQTT-3.2.2-15]
@@ -464,7 +474,7 @@ class Core:
             b[p] = b[p + 1] = 0
             return ob.defer(s, o - s)  # outbox.STORED, or FULL: the file has no room
         k = self.last_pid
-        pid = self._pid()
+        pid = Core._pid(self)
         b[p] = pid >> 8
         b[p + 1] = pid & 0xFF
         self.pid[i] = pid
@@ -481,15 +491,10 @@ class Core:
         # slot (its flow is the newest) until an ack frees the quota [MQTT-4.9.0-2]
         if self.up and self.n <= self.quota:
             try:
-                self._go(i)
+                Core._go(self, i)
             except OSError:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
-
-    def room(self, timeout_ms):
-        """Every slot is taken: a driver may wait (up to timeout_ms) for an
-        ack and return True to try again. Here: False, publish() returns FULL."""
-        return False
 
     def restore(self, b, n, comp):
         """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
@@ -510,7 +515,7 @@ class Core:
         o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
         p = b[o] << 8 | b[o + 1]
         if not p:
-            p = self._pid()
+            p = Core._pid(self)
             m[s + o] = p >> 8
             m[s + o + 1] = p & 0xFF
         self.pid[i] = p
@@ -606,7 +611,7 @@ class Core:
         if k < w:
             w = k
         if w <= 0:
-            self._ack(0xC0, 0)  # PINGREQ
+            Core._ack(self, 0xC0, 0)  # PINGREQ
             self.ping_t = now
             w = due
         return w
@@ -633,7 +638,7 @@ class Core:
             if self.aliases:
                 self.amax = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
             if self.v == 5:
-                self._props(2, rl)
+                Core._props(self, 2, rl)
             if r[1]:
                 Core.close(self)
                 raise ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
@@ -669,7 +674,7 @@ class Core:
                     if self.state[i] != _COMP:
                         u += 1
                 elif self.state[i] == _COMP:
-                    self._ack(0x62, self.pid[i])  # PUBREL again
+                    Core._ack(self, 0x62, self.pid[i])  # PUBREL again
                 else:
                     if not sp:
                         self.img[i][self.start[i]] &= 0xF7  # a new message again
@@ -677,7 +682,7 @@ class Core:
                     if self._prep and self.prepare(i):
                         continue  # dropped
                     if u < self.quota:
-                        self._go(i)
+                        Core._go(self, i)
                         u += 1
                 k += 1
             return
@@ -714,7 +719,7 @@ class Core:
         else:
             raise self._fail(0x81)
         if rl > 3:
-            self._props(3, rl)
+            Core._props(self, 3, rl)
         p = r[0] << 8 | r[1]
         if not p:
             raise self._fail(0x82)  # packet id 0 [MQTT-2.2.1-3]
@@ -726,7 +731,7 @@ class Core:
                 break
         else:
             if t == 5:
-                self._ack(0x62, p, 0x92)  # unknown id: PUBREL 0x92
+                Core._ack(self, 0x62, p, 0x92)  # unknown id: PUBREL 0x92
             return
         st = self.state[i]
         if t == 4 and st == _ACK or t == 7 and st == _COMP or t == 5 and st == _REC and code >= 0x80:
@@ -737,14 +742,14 @@ class Core:
                 i = self.order[k]
                 if self.state[i] == _HOLD:
                     if not (self._prep and self.prepare(i)):
-                        return self._go(i)
+                        return Core._go(self, i)
                     continue  # dropped
                 k += 1
         elif t == 5 and _REC <= st <= _COMP:  # PUBREC, maybe repeated
             self.state[i] = _COMP  # never resend the PUBLISH [MQTT-4.3.3-6]
             if self.ob:
                 self.ob.rec(i)
-            self._ack(0x62, p)  # [MQTT-4.3.3-4]
+            Core._ack(self, 0x62, p)  # [MQTT-4.3.3-4]
 
     def inbound(self, t, n):
         """A PUBLISH (t 3, n body bytes in rx) or a checked PUBREL (t 6, n its
@@ -756,7 +761,7 @@ class Core:
         if t == 6:
             # PUBCOMP; we keep no record of inbound QoS 2 ids, so none is
             # found [MQTT-4.3.3-11] [MQTT-3.7.2-1]
-            return self._ack(0x70, n, 0x92)
+            return Core._ack(self, 0x70, n, 0x92)
         if t != 3:
             if t == 2:
                 return  # a new connection: no inbound state kept here
@@ -780,7 +785,7 @@ class Core:
         if k < o or o == 2 or not p:
             raise self._fail(0x82)
         if qos:
-            self._ack(0x30 + (qos << 4), p)  # PUBACK / PUBREC
+            Core._ack(self, 0x30 + (qos << 4), p)  # PUBACK / PUBREC
 
     def _props(self, o, rl):
         """Walk the property block at rx[o:rl]. From a CONNACK (o == 2) keep

@@ -61,6 +61,8 @@ class Publisher(Core):
 
     # ---- publish ------------------------------------------------------------
 
+    _room = True  # publish() waits in room() when every slot is taken
+
     def room(self, timeout_ms):
         """publish() found every slot taken: wait up to timeout_ms (-1:
         forever) for an ack; OSError(ETIMEDOUT) if none came."""
@@ -89,7 +91,7 @@ class Publisher(Core):
         got = False
         while True:
             t = timeout_ms
-            w = self.tick()
+            w = Core.tick(self)
             if w >= 0 and (t < 0 or w < t):
                 t = w
             if not self._wait(t):
@@ -121,7 +123,7 @@ class Publisher(Core):
     def _read(self):
         """Frame one packet: first byte in self.first, body in rx; returns its length."""
         r = self.rx
-        self._fill(0, 2)
+        Publisher._fill(self, 0, 2)
         self.first = r[0]
         rl = 0
         s = 0
@@ -130,11 +132,11 @@ class Publisher(Core):
             s += 7
             if s == 28:
                 raise self._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
-            self._fill(1, 2)
+            Publisher._fill(self, 1, 2)
         rl |= r[1] << s
         if rl + 2 + s // 7 > len(r):
             return self.oversize(rl)
-        self._fill(0, rl)
+        Publisher._fill(self, 0, rl)
         return rl
 
     def oversize(self, rl):

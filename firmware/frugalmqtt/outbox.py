@@ -340,92 +340,23 @@ class Outbox:
         self.reserve = 2 * (_HDR + ss) + (2 * self.nin + 2) * _C
         if self.reserve + 4 * _C + _HDR + ss > self.ring:
             raise _why("outbox_small", self.ring + _DATA, self.reserve + 4 * _C + _HDR + ss + _DATA)
-        self._replay()
+        # The reload runs once per attach: its code (replay.py) is loaded
+        # for it and dropped again, so a device does not keep it after boot
+        from . import replay
+        replay.replay(self)
+        del sys.modules[replay.__name__]
+        delattr(sys.modules[replay.__name__[:-7]], "replay")  # the package's name for it
         c.ob = self
         self._fill()
 
-    def _replay(self):
-        """Walk the records from the tail; the messages still in flight go
-        into the core's table, in the order they took their slots."""
-        c = self.c
-        pos = 0 if self.ring - self.sb_off < _HDR else self.sb_off
-        seq = self.sb_seq
-        self.backlog = 0
-        self.bl_seq = self.bl_off = -1
-        live = []  # [PUB seq, PUB offset, packet id (0: in the record), REC seen, no REC owed]
-        ids = []  # [pid, IN_ADD seq, IN_ADD offset]
-        while True:
-            self.head = pos  # (bounds _next_backlog's walk)
-            k = self._valid(pos, seq)
-            if not k:
-                break
-            b = self.buf
-            ref = _u32(b, 0)
-            pid = b[4] << 8 | b[5]
-            if k == _PUB:
-                q1 = (b[0] >> 1) & 3 == 1
-                if self.hdr[1]:
-                    live.append([seq, pos, 0, 0, q1])
-                    self.owed += _C * (1 if q1 else 2)
-                else:
-                    self.owed += _C * (2 if q1 else 3)
-                    self.backlog += 1
-                    if self.bl_seq < 0:
-                        self.bl_seq = seq
-                        self.bl_off = pos
-            elif k == _LOAD and ref == self.bl_seq:  # else its PUB is behind the tail: done
-                self._kind(self.bl_off)
-                self.f.readinto(b, 1)
-                live.append([ref, self.bl_off, pid, 0, (b[0] >> 1) & 3 == 1])
-                self.owed -= _C
-                self._next_backlog()
-                self._kind(pos)  # the walk goes on from this record
-            elif k == _REC or k == _DONE:
-                for e in live:
-                    if e[0] == ref:
-                        if k == _REC:
-                            e[3] = 1
-                            e[4] = 1
-                            self.owed -= _C
-                        else:
-                            self.owed -= _C * (2 - e[4])  # a REC never written is not owed
-                            live.remove(e)
-                        break
-            elif k == _IN_ADD:
-                ids.append([pid, seq, pos])
-            elif k == _IN_DEL or k == _IN_CLR:
-                ids = [x for x in ids if k == _IN_DEL and x[0] != pid]
-            if len(live) > c.slots:
-                raise _why("outbox_slots", c.slots)
-            if len(ids) > self.nin:
-                raise _why("outbox_inbound", self.nin)
-            pos = self._after(pos)
-            seq = (seq + 1) & _MASK
-        self.head = pos
-        self.seq = seq
-        for e in live:
-            b = self.buf
-            self._kind(e[1])
-            n = self.hdr[2] << 8 | self.hdr[3]
-            self.f.readinto(b, n)
-            if e[2]:
-                _set_pid(b, e[2])  # a backlog message: the id its LOAD gave it
-            b[0] |= 8  # it may have gone before the reboot [MQTT-3.3.1-1]
-            i = c.restore(b, n, e[3])
-            self.o_seq[i] = e[0]
-            self.o_off[i] = e[1]
-            self.o_rec[i] = e[4]
-        j = 0
-        for x in ids:
-            c.in_pid[j] = x[0]
-            self.i_seq[j] = x[1]
-            self.i_off[j] = x[2]
-            j += 1
-        self.t_off = 0 if self.ring - self.sb_off < _HDR else self.sb_off
-        self.t_seq = self.sb_seq
-        self._retail()
-        d = (pos - self.sb_off) % self.ring
-        self.sb_used = d if d or seq == self.sb_seq else self.ring
+    def _set_pid(self, b, pid):
+        """Put pid in the PUBLISH at b[0]."""
+        p = 1
+        while b[p] & 0x80:  # remaining length
+            p += 1
+        p += 3 + (b[p + 1] << 8 | b[p + 2])  # after the topic
+        b[p] = pid >> 8
+        b[p + 1] = pid & 0xFF
 
     def _next_backlog(self):
         """The backlog's first message was loaded: find the next one."""
@@ -454,7 +385,7 @@ class Outbox:
             self._kind(self.bl_off)
             n = self.hdr[2] << 8 | self.hdr[3]
             self.f.readinto(self.buf, n)
-            _set_pid(self.buf, 0)  # the core gives it an id
+            self._set_pid(self.buf, 0)  # the core gives it an id
             i = c.restore(self.buf, n, False)
             self._control(_LOAD, self.bl_seq, c.pid[i])  # room kept for it (owed)
             self.owed -= _C
@@ -543,13 +474,3 @@ def _put32(b, o, v):
     b[o + 1] = (v >> 16) & 0xFF
     b[o + 2] = (v >> 8) & 0xFF
     b[o + 3] = v & 0xFF
-
-
-def _set_pid(b, pid):
-    """Put pid in the PUBLISH at b[0]."""
-    p = 1
-    while b[p] & 0x80:  # remaining length
-        p += 1
-    p += 3 + (b[p + 1] << 8 | b[p + 2])  # after the topic
-    b[p] = pid >> 8
-    b[p + 1] = pid & 0xFF

@@ -45,6 +45,28 @@ def test_resume_with_session_resends_dup_and_pubrel():
             drop(path)
 
 
+def test_the_reload_code_is_dropped_once_attached():
+    # replay.py walks the file once, at attach(), and is not kept: neither in
+    # sys.modules nor as the package's attribute, so its code can be collected
+    import sys
+    import frugalmqtt
+    path = scratch()
+    try:
+        r, ob = boot(path, SIZE, 5, slots=2)
+        r.up(clean=False)
+        p1 = r.s.publish(b"d/1", b"one", 1)
+        ob.close()
+        r, ob = boot(path, SIZE, 5, slots=2)  # the reload brought p1 back
+        assert r.s.pending() == 1
+        assert "frugalmqtt.replay" not in sys.modules
+        assert not hasattr(frugalmqtt, "replay")
+        got = r.up(clean=False, sp=True)
+        assert got == [pub(5, b"d/1", b"one", 1, p1, dup=True)], hl(got)
+        ob.close()
+    finally:
+        drop(path)
+
+
 def test_resume_without_session_sends_new_and_reports_lost_release():
     # [MQTT-3.2.2-5] the server kept no session: unacknowledged messages go
     # again as new ones (DUP=0); a QoS 2 flow past PUBREC is SESSION_LOST
