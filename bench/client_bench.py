@@ -294,9 +294,10 @@ def compile_all(mpy_cross, out, firmware=FIRMWARE):
     sizes = {}
     for src in sorted(firmware.glob("*.py")):
         dst = pkg / (src.stem + ".mpy")
-        # the release build (tools/mpy.py RELEASE), as a device installs it
-        # (and, as tools/mpy.py, the short source name "core.py", not the path)
-        subprocess.run([mpy_cross, "-O3", "-s", src.name, "-o", str(dst), str(src)], check=True)
+        # the release build (tools/mpy.py RELEASE and RELEASE_SOURCE), as a
+        # device installs it
+        subprocess.run([mpy_cross, "-O3", "-s", "frugalmqtt", "-o", str(dst), str(src)],
+                       check=True)
         sizes[src.stem] = dst.stat().st_size
     for src in sorted(MP_DIR.glob("*.py")):
         subprocess.run([mpy_cross, "-o", str(out / (src.stem + ".mpy")), str(src)], check=True)

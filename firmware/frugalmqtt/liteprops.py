@@ -1,6 +1,20 @@
 # frugalmqtt.liteprops: MQTT 5 PUBLISH properties for lite.Publisher, encoded
 # once. In a module of its own so a device that sends none does not hold it.
-from .core import _field, _why
+from .core import _why
+
+
+def _field(b, pid, s):
+    """Append property id pid (unless < 0) and s (str or bytes) after its
+    two-byte length. (hello.field also writes property blocks, but hello.py
+    is dropped once the client is made: this module keeps its own.)"""
+    if pid >= 0:
+        b.append(pid)
+    if isinstance(s, str):
+        s = s.encode()
+    if len(s) > 65535:
+        raise _why("long_string", len(s))  # [MQTT-1.5.4-1]
+    b += len(s).to_bytes(2, "big")
+    b += s
 
 
 def props(content_type=None, expiry=None, utf8=False, response_topic=None,

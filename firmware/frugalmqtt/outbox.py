@@ -30,7 +30,7 @@
 # recv.Receiver calls inbound(pid, add) for the inbound QoS 2 ids.
 import sys
 from array import array
-from .core import FULL, _why
+from .core import FULL, _why, _drop
 
 try:
     from micropython import const
@@ -344,8 +344,7 @@ class Outbox:
         # for it and dropped again, so a device does not keep it after boot
         from . import replay
         replay.replay(self)
-        del sys.modules[replay.__name__]
-        delattr(sys.modules[replay.__name__[:-7]], "replay")  # the package's name for it
+        _drop(replay)
         c.ob = self
         self._fill()
 

@@ -45,9 +45,10 @@ def test_resume_with_session_resends_dup_and_pubrel():
             drop(path)
 
 
-def test_the_reload_code_is_dropped_once_attached():
-    # replay.py walks the file once, at attach(), and is not kept: neither in
-    # sys.modules nor as the package's attribute, so its code can be collected
+def test_code_that_runs_once_is_dropped_after():
+    # hello.py builds the CONNECT body when a client is made, replay.py walks
+    # the outbox file once, at attach(): neither is kept, in sys.modules or as
+    # the package's attribute, so their code can be collected
     import sys
     import frugalmqtt
     path = scratch()
@@ -58,8 +59,9 @@ def test_the_reload_code_is_dropped_once_attached():
         ob.close()
         r, ob = boot(path, SIZE, 5, slots=2)  # the reload brought p1 back
         assert r.s.pending() == 1
-        assert "frugalmqtt.replay" not in sys.modules
-        assert not hasattr(frugalmqtt, "replay")
+        for name in ("replay", "hello"):
+            assert "frugalmqtt." + name not in sys.modules, name
+            assert not hasattr(frugalmqtt, name), name
         got = r.up(clean=False, sp=True)
         assert got == [pub(5, b"d/1", b"one", 1, p1, dup=True)], hl(got)
         ob.close()
