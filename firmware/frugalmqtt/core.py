@@ -129,23 +129,27 @@ def utf8(b, i, end):
     return True
 
 
-def tcp(server, port, timeout_ms, ssl):
+def tcp(server, port, timeout_ms, ssl, open_ms=0):
     """Open a TCP connection to server:port (IPv4 or IPv6, as the name
     resolves) with Nagle's delay off, wrapped in TLS when ssl is a context:
     the one way the drivers open their stream (the Core itself does no
-    I/O). Blocks up to timeout_ms; the socket keeps that timeout."""
+    I/O). The connect and the TLS handshake block up to open_ms (0:
+    timeout_ms); the socket then has timeout_ms for its reads and writes."""
     import socket
     ai = socket.getaddrinfo(server, port, 0, socket.SOCK_STREAM)[0]
     s = socket.socket(ai[0], socket.SOCK_STREAM)
     try:
-        s.settimeout(timeout_ms / 1000)
+        s.settimeout((open_ms or timeout_ms) / 1000)
         s.connect(ai[-1])
         try:  # every packet leaves in one write: Nagle must not hold it
             s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
         except OSError:
             pass  # a port without TCP_NODELAY
+        r = s
         if ssl:
             s = ssl.wrap_socket(s, server_hostname=server)
+        # MicroPython's TLS socket has no settimeout: it reads and writes through r
+        getattr(s, "settimeout", r.settimeout)(timeout_ms / 1000)
     except BaseException:
         s.close()
         raise
