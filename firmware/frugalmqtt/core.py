@@ -172,6 +172,7 @@ class Core:
     # _prep: prepare(i) -> True drops slot i's message before it goes (alias.Aliases)
     # (a flag: reading self.prepare to test it would allocate a bound method)
     _prep = False
+    callback_errors = "raise"  # or "log": on_done's exception printed (why.on_done)
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
@@ -837,7 +838,10 @@ class Core:
         a callback's exception until its packet is handled (recv.Receiver),
         or that has waiters of its own (the asyncio client), replaces this."""
         if self.on_done:
-            self.on_done(pid, reason)
+            try:
+                self.on_done(pid, reason)
+            except Exception as e:
+                _why("on_done", e, self)  # raised, or printed: callback_errors
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as
