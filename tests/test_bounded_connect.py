@@ -131,6 +131,38 @@ class SplitPeer(Server):
             s.close()
 
 
+class SlowPeer(Server):
+    """A server that answers each CONNECT 300 ms late and ends its first
+    connection at the first PUBLISH; later ones get their PUBACK. `conns`:
+    the connections it answered."""
+
+    def __init__(self, version):
+        self.v5 = version == 5
+        self.conns = 0
+        Server.__init__(self)
+
+    def handle(self, s):
+        threading.Thread(target=self._serve, args=(s, self.conns), daemon=True).start()
+        self.conns += 1
+
+    def _serve(self, s, k):
+        try:
+            s.settimeout(10)
+            s.recv(4096)  # the CONNECT
+            time.sleep(0.3)
+            s.sendall(b"\x20\x03\x00\x00\x00" if self.v5 else b"\x20\x02\x00\x00")
+            d = s.recv(4096)  # the PUBLISH (QoS 1, short: one length byte)
+            if k and d[:1] == b"\x32":
+                at = 4 + (d[2] << 8 | d[3])
+                s.sendall(b"\x40\x02" + d[at:at + 2])  # PUBACK
+                while s.recv(4096):
+                    pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
 def _tag(name, runtime, version):
     return "bc%s-%s-%d" % (name, runtime[:2], version)
 
@@ -194,3 +226,17 @@ def test_asyncio_connect_within_timeout_ms(runtime, version, mosquitto, dead):
         err, ms = r[str(p)]
         assert err is not None and ms <= 600 + SLACK_MS, (p, r)
     assert r["got"] == ["after"]
+
+
+@BOTH
+def test_flush_reconnects_through_a_slow_connack(runtime, version):
+    # flush() polled in 100 ms slices: each reconnect inside one was cut
+    # to 100 ms and never saw the CONNACK
+    peer = SlowPeer(version)
+    try:
+        r = run_check(runtime, "bounded_checks", "slow_connack", "127.0.0.1", peer.port,
+                      _tag("f", runtime, version), version)
+    finally:
+        peer.close()
+    assert r == {"flushed": True, "connects": 2, "left": 0}, r
+    assert peer.conns == 2

@@ -248,17 +248,19 @@ class MQTTClient(Receiver, Aliases, Publisher):
                     # in the file, and publishing goes on while offline)
                     self.ensure_connected()
                 return pid
-            if self.in_callback or timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            if self.in_callback or timeout_ms >= 0 and left <= 0:
                 return pid
-            self.poll(100)
+            self.poll(left)  # all that is left: a reconnect inside is cut to it
 
     def flush(self, timeout_ms=-1):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""
         t0 = ticks_ms()
         while self.n:
-            if timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            if timeout_ms >= 0 and left <= 0:
                 return False
-            self.poll(100)
+            self.poll(left)
         return True
 
     # ---- subscriptions --------------------------------------------------------
@@ -327,7 +329,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             pid = Receiver.subscribe(self, items, props, unsub)
             if pid != FULL:
                 return pid
-            self.poll(100)
+            self.poll(-1)  # until an ack frees a slot
 
     def _await(self, pid, items, props, unsub, timeout_ms):
         """Wait for the ack of SUBSCRIBE/UNSUBSCRIBE pid; returns its codes.
@@ -342,7 +344,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
             if self.up and pid not in self.sub_pids:
                 pid = self._sub(items, props, unsub)  # lost with the link
-            self.poll(left if left >= 0 else 1000)
+            self.poll(left)
 
     # ---- disconnecting --------------------------------------------------------
 

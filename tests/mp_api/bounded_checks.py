@@ -120,3 +120,17 @@ def asyncio_connect(host, port, tag, version, dead, ms):
 
     asyncio.new_event_loop().run_until_complete(main())
     return out
+
+
+def slow_connack(host, port, tag, version):
+    """A server whose CONNACK comes 300 ms after the CONNECT and which drops
+    the first connection on the first PUBLISH: flush(5000) reconnects and
+    the message is acknowledged (the waiting calls poll with all their time
+    left, so a reconnect inside them is not cut to a short slice)."""
+    c = _client(host, port, tag + "-f", version)
+    c.connect()
+    c.publish(tag + "/f", b"once", 1)
+    flushed, ms = _took(c.flush, 5000)
+    out = {"flushed": flushed, "connects": c.connects, "left": c.n}
+    c.disconnect()
+    return out

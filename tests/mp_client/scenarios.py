@@ -339,7 +339,7 @@ def resume(p):
     for i in range(n):
         q = 1 + i % 2
         pids.append([q, pub.publish(topic, b"m%d" % i, q)])
-        pub.poll(5)
+        pub.poll(100)  # returns at the ack; a reconnect inside gets 100 ms
     flushed = pub.flush(20000)
     pub.publish(topic, b"end", 2)
     flushed = pub.flush(8000) and flushed
