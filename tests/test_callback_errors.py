@@ -70,3 +70,17 @@ def test_async_client_log(runtime, version, mosquitto):
     for what in ("boom-connect", "boom-msg", "boom-disconnect"):
         assert len(_tracebacks(text, what)) == 1, (what, text)
     assert len(_tracebacks(text, "boom-done")) == 2, text
+
+
+@BOTH
+def test_publish_only_profiles(runtime, version, mosquitto):
+    b, tag, r, text = _run(runtime, version, mosquitto, "publishers")
+    for name in ("lite", "telemetry"):
+        assert r[name] == {"default": "raise", "raised": ["ValueError", "boom-raised", 0, True],
+                           "flushed": True, "left": 0}, (name, r)
+        log = b.log()
+        assert log.count("Sending PUBACK to %s-%s " % (tag, name)) == 2
+        assert log.count("Sending PUBCOMP to %s-%s " % (tag, name)) == 1
+    # "log": each printed with its traceback; "raise": left poll(), caught, never printed
+    assert len(_tracebacks(text, "boom-logged")) == 4, text
+    assert not _tracebacks(text, "boom-raised"), text

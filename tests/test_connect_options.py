@@ -3,8 +3,10 @@ asyncio client, the umqtt facade), against a real mosquitto on CPython and
 the MicroPython unix port: a will as a tuple or client.Will(); ssl={...}
 (umqtt's ssl_params) made a verifying context by frugalmqtt.tls, a PEM CA
 converted to DER on MicroPython, ssl=True without a CA refused with what
-to pass; an IPv6 literal; the full client's publish before connect() with
-reconnect=False. Device side: tests/mp_api/connect_checks.py."""
+to pass; an IPv6 literal and a name that resolves to ::1 only; the full
+client's publish before connect() with reconnect=False. Device side:
+tests/mp_api/connect_checks.py."""
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "mp_api"))
 from apihost import (BOTH, Observer, by_topic, certs, free_port,  # noqa: E402,F401
-                     run_check, tls_listener)
+                     parse_result, run_check, spawn, tls_listener, MP_TIMEOUT_S)
 
 PROFILES = ("lite", "telemetry", "full", "asyncio", "simple")
 
@@ -85,6 +87,52 @@ def test_ipv6_literal_in_every_profile(runtime, version, mosquitto):
     for p in PROFILES:
         assert by_topic(msgs, "%s/%s" % (tag, p)) == [(p.encode(), 1)]
     assert "New connection from ::1" in b.log()
+
+
+V6_NAME = "v6only.frugal.test"
+# Run a command in a private mount namespace whose /etc/hosts is the file $0
+# (unshare makes the namespace's mounts private: the machine's stays as it is).
+IN_HOSTS = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"']
+
+
+def _private_hosts(tmp_path):
+    """A hosts file naming V6_NAME ::1 only, and the command prefix that runs
+    a program with it as /etc/hosts. Needs root (CI and the dev machines run
+    as root): fails, saying so, where unshare is not permitted."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("::1 %s\n" % V6_NAME)
+    wrap = IN_HOSTS + [str(hosts)]
+    probe = subprocess.run(wrap + ["getent", "ahosts", V6_NAME], capture_output=True, timeout=30)
+    if probe.returncode != 0 or b"::1" not in probe.stdout:
+        pytest.fail("cannot give a test program its own /etc/hosts (unshare -m and mount "
+                    "--bind need root): %r %r" % (probe.stdout, probe.stderr), pytrace=False)
+    return wrap
+
+
+@BOTH
+def test_aaaa_name_in_every_profile(runtime, version, mosquitto, tmp_path):
+    # a name that resolves to ::1 only, from /etc/hosts in a private mount
+    # namespace (no name resolves to ::1 alone on these machines)
+    assert _has_ipv6_loopback(), "this machine has no IPv6 loopback (::1)"
+    wrap = _private_hosts(tmp_path)
+    port6 = free_port()
+    b = mosquitto("listener %d ::1" % port6)  # on port6, nothing listens on 127.0.0.1
+    tag = _tag("n", runtime, version)
+    obs = Observer(b, tag + "/#", version)
+    try:
+        proc = spawn(runtime, "connect_checks", "publish_each_v6_name", V6_NAME, port6, tag,
+                     version, wrap=wrap)
+        out, err = proc.communicate(timeout=MP_TIMEOUT_S)
+        r = parse_result("%s connect_checks.publish_each_v6_name (exit %s)\n%s\n%s" % (
+            runtime, proc.returncode, out.decode(errors="replace")[-4000:],
+            err.decode(errors="replace")[-3000:]), out.decode(errors="replace"))
+        msgs = obs.wait(lambda ms: len(ms) >= len(PROFILES), "every publish by an AAAA name")
+    finally:
+        obs.stop()
+    assert r["done"] == list(PROFILES) and r["addresses"] >= 1
+    for p in PROFILES:
+        assert by_topic(msgs, "%s/%s" % (tag, p)) == [(p.encode(), 1)]
+    assert b.log().count("New connection from ::1") >= len(PROFILES)
 
 
 @BOTH

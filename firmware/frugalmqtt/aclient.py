@@ -29,7 +29,7 @@ import select
 import errno
 import asyncio
 from sys import implementation
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms, tcp
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, tcp
 from .recv import Receiver
 from .alias import Aliases
 from .propview import Props
@@ -283,8 +283,9 @@ class AMQTTClient(Receiver, Aliases, Core):
     async def connect(self, clean=None):
         """Connect and wait for CONNACK (then make the subscriptions again if
         the server kept no session). Returns session present. Raises
-        ServerError when refused, OSError on network trouble or when no
-        CONNACK came within timeout_ms. One attempt: reconnecting starts when
+        ServerError when refused, OSError on network trouble or when the TCP
+        connect, TLS handshake and CONNACK took more than timeout_ms
+        together. One attempt: reconnecting starts when
         a connection that was up is lost."""
         if clean is not None:
             self.clean = clean
@@ -322,10 +323,12 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     async def _up(self):
         self.last_error = None
+        t0 = ticks_ms()
         link = self._open()
         self._rtask = asyncio.create_task(self._reader(link))
-        try:
-            await _wait_for_ms(self._until_connack(link), self.timeout)
+        try:  # the CONNACK within what opening the link left of timeout_ms
+            await _wait_for_ms(self._until_connack(link),
+                               max(1, self.timeout - ticks_diff(ticks_ms(), t0)))
         except asyncio.TimeoutError:
             self._drop(link)
             raise OSError(errno.ETIMEDOUT)  # no CONNACK

@@ -93,14 +93,16 @@ class MQTTClient(Receiver, Aliases, Publisher):
         if outbox:
             outbox.attach(self)  # reloads what the last run left unacknowledged
 
-    def connect(self, clean=None):
+    def connect(self, clean=None, timeout_ms=0):
         """Open the connection and wait for CONNACK. Returns session present
         (True when the server resumed our session). Raises ServerError when
-        refused, OSError on network trouble."""
+        refused, OSError on network trouble or when the TCP connect, TLS
+        handshake and CONNACK took more than timeout_ms together (0: the
+        constructor's)."""
         if clean is not None:
             self.clean = clean
         try:
-            sp = Publisher.connect(self, clean)
+            sp = Publisher.connect(self, clean, None, timeout_ms)
         except ServerError:
             self.connack_props = self.keep(2)  # refused: its reason string is there
             raise
@@ -111,11 +113,14 @@ class MQTTClient(Receiver, Aliases, Publisher):
         """Connect if the link is down, with bounded exponential backoff
         between attempts (reconnect=False: one attempt, its error raised).
         Waits up to timeout_ms (-1: until connected; 0: one attempt if one is
-        due), backoff included, and starts no attempt after it; an attempt
-        takes up to the constructor's timeout_ms when the server's host does
-        not answer (a refused connection fails at once). True when connected,
-        False when the time ran out (the backoff goes on at the next call). Stored QoS 1/2 messages are resent by the
-        session. A refusal no retry mends raises at once (fatal())."""
+        due), backoff included, and starts no attempt after it. An attempt
+        (TCP connect, TLS handshake, CONNACK) is cut to what is left of
+        timeout_ms, and takes at most the constructor's timeout_ms (so with
+        -1 or 0, up to that when the server's host does not answer; a
+        refused connection fails at once). True when connected, False when
+        the time ran out (the backoff goes on at the next call). Stored QoS
+        1/2 messages are resent by the session. A refusal no retry mends
+        raises at once (fatal())."""
         t0 = ticks_ms()
         while not self.up:
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
@@ -130,7 +135,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             if timeout_ms > 0 and left <= 0:
                 return False
             try:
-                sp = self.connect()
+                sp = self.connect(None, min(left, self.timeout) if left > 0 else 0)
             except (OSError, MQTTError, ServerError) as e:
                 if e is self._cbe:
                     raise  # a callback's error, not the link's
@@ -245,9 +250,10 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 return pid
             if t0 is None:
                 t0 = ticks_ms()
-            if self.in_callback or timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            if self.in_callback or timeout_ms >= 0 and left <= 0:
                 return pid
-            self.poll(100)
+            self.poll(left)  # all that is left: a reconnect inside is cut to it
 
     # the wait for a free slot is publish()'s own (above), timed over all
     # its tries: the core's answer, FULL, not lite's room()
@@ -257,9 +263,10 @@ class MQTTClient(Receiver, Aliases, Publisher):
         """Wait until every stored QoS 1/2 message is acknowledged; True if so."""
         t0 = ticks_ms()
         while self.n:
-            if timeout_ms >= 0 and ticks_diff(ticks_ms(), t0) >= timeout_ms:
+            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
+            if timeout_ms >= 0 and left <= 0:
                 return False
-            self.poll(100)
+            self.poll(left)
         return True
 
     # ---- subscriptions --------------------------------------------------------
@@ -328,7 +335,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             pid = Receiver.subscribe(self, items, props, unsub)
             if pid != FULL:
                 return pid
-            self.poll(100)
+            self.poll(-1)  # until an ack frees a slot
 
     def _await(self, pid, items, props, unsub, timeout_ms):
         """Wait for the ack of SUBSCRIBE/UNSUBSCRIBE pid; returns its codes.
@@ -343,7 +350,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
             if self.up and pid not in self.sub_pids:
                 pid = self._sub(items, props, unsub)  # lost with the link
-            self.poll(left if left >= 0 else 1000)
+            self.poll(left)
 
     # ---- disconnecting --------------------------------------------------------
 

@@ -132,23 +132,27 @@ def utf8(b, i, end):
     return True
 
 
-def tcp(server, port, timeout_ms, ssl):
+def tcp(server, port, timeout_ms, ssl, open_ms=0):
     """Open a TCP connection to server:port (IPv4 or IPv6, as the name
     resolves) with Nagle's delay off, wrapped in TLS when ssl is a context:
     the one way the drivers open their stream (the Core itself does no
-    I/O). Blocks up to timeout_ms; the socket keeps that timeout."""
+    I/O). The connect and the TLS handshake block up to open_ms (0:
+    timeout_ms); the socket then has timeout_ms for its reads and writes."""
     import socket
     ai = socket.getaddrinfo(server, port, 0, socket.SOCK_STREAM)[0]
     s = socket.socket(ai[0], socket.SOCK_STREAM)
     try:
-        s.settimeout(timeout_ms / 1000)
+        s.settimeout((open_ms or timeout_ms) / 1000)
         s.connect(ai[-1])
         try:  # every packet leaves in one write: Nagle must not hold it
             s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
         except OSError:
             pass  # a port without TCP_NODELAY
+        r = s
         if ssl:
             s = ssl.wrap_socket(s, server_hostname=server)
+        # MicroPython's TLS socket has no settimeout: it reads and writes through r
+        getattr(s, "settimeout", r.settimeout)(timeout_ms / 1000)
     except BaseException:
         s.close()
         raise
@@ -181,6 +185,7 @@ class Core:
     # attributes: its map then never grows past 37 slots (a 38th takes it
     # to 47, 752 B, and the growth needs both tables at once)
     on_done = None
+    callback_errors = "raise"  # or "log": on_done's exception printed (why.on_done)
 
     def __init__(self, client_id, version=5, user=None, password=None, keepalive=60,
                  clean=True, session_expiry=None, will=None, max_packet=256, slots=4,
@@ -840,7 +845,10 @@ class Core:
         a callback's exception until its packet is handled (recv.Receiver),
         or that has waiters of its own (the asyncio client), replaces this."""
         if self.on_done:
-            self.on_done(pid, reason)
+            try:
+                self.on_done(pid, reason)
+            except Exception as e:
+                _why("on_done", e, self)  # raised, or printed: callback_errors
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as

@@ -35,23 +35,26 @@ class Publisher(Core):
         self.timeout = timeout_ms
         self.poller = None
 
-    def connect(self, clean=None, sock=None):
+    def connect(self, clean=None, sock=None, timeout_ms=0):
         """Open the connection, then resend the table: returns session present.
         Raises ServerError when refused, OSError on network trouble. sock: an
-        open stream to use instead of a new TCP/TLS socket (a test peer)."""
+        open stream to use instead of a new TCP/TLS socket (a test peer).
+        timeout_ms: this attempt's bound, connect to CONNACK (0: the client's)."""
         if clean is None:
             clean = self.clean
+        timeout_ms = timeout_ms or self.timeout
+        t0 = ticks_ms()
         self.close()
         try:
             if sock is None:
-                sock = self.sock = tcp(self.server, self.port, self.timeout, self.ssl)
+                sock = self.sock = tcp(self.server, self.port, self.timeout, self.ssl, timeout_ms)
                 self.poller = select.poll()
                 self.poller.register(sock, select.POLLIN)
                 if implementation.name != "micropython":
                     from ._cpython import Stream
                     sock = self.poller = Stream(sock, self.poller)
             self.begin(sock, clean)
-            if not self._wait(self.timeout):
+            if not self._wait(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
                 raise OSError(errno.ETIMEDOUT)  # no CONNACK
             self.packet(self._read())
             return bool(self.sp)

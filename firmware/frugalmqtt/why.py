@@ -51,6 +51,18 @@ def why(key, a):
     return globals()[key](*a)
 
 
+def on_done(e, c):
+    """core.Core._done (lite, telemetry): on_done raised e. callback_errors
+    "log": print its traceback and go on; else raise it."""
+    if c.callback_errors != "log":
+        raise e
+    try:
+        from sys import print_exception
+    except ImportError:  # CPython
+        from ._cpython import print_exception
+    print_exception(e)
+
+
 def fatal(e, v):
     """client.MQTTClient.fatal(): True for a connect error no retry mends."""
     if type(e).__name__ == "ServerError":  # (core's: no import circle)

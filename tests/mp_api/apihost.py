@@ -43,9 +43,10 @@ def mp_command(module, func, args):
             json.dumps(list(args))]
 
 
-def spawn(runtime, module, func, *args):
+def spawn(runtime, module, func, *args, wrap=()):
     """Start module.func(*args) in a new interpreter of `runtime` (a Popen
-    with stdout/stderr pipes), for programs the test talks to while they run."""
+    with stdout/stderr pipes), for programs the test talks to while they run;
+    `wrap`: a command that runs the interpreter's (e.g. unshare)."""
     if runtime == "micropython":
         cmd, env = mp_command(module, func, args), mp_env()
     else:
@@ -54,7 +55,7 @@ def spawn(runtime, module, func, *args):
         # this tree's device and host packages first, not the editable install's
         env["PYTHONPATH"] = os.pathsep.join([str(MP_DIR), str(EXAMPLES), str(REPO / "firmware"),
                                              str(REPO)])
-    return subprocess.Popen(cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen(list(wrap) + cmd, cwd=str(REPO), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 
 

@@ -187,3 +187,31 @@ async def _async_log(host, port, tag, version):
     assert got == [b"1", b"2"], got
     assert not c.isconnected() and c.down_event.is_set()
     return {"got": len(got)}
+
+
+# ---- the publish-only profiles: lite.Publisher, telem.Telemetry ----------------------------
+
+def publishers(host, port, tag, version):
+    """on_done raising, in lite and telemetry. callback_errors "raise" (the
+    default): it comes out of poll(), the flow ended and the link up. "log":
+    printed with its traceback, flush() goes on to the end."""
+    from frugalmqtt.lite import Publisher
+    from frugalmqtt.telem import Telemetry
+    out = {}
+    for name, cls in (("lite", Publisher), ("telemetry", Telemetry)):
+        c = cls(tag + "-" + name, host, port, version)
+        t = (tag + "/" + name).encode()
+        c.on_done = _raiser(ValueError, "boom-raised")
+        c.connect()
+        default = c.callback_errors
+        c.publish(t, b"r", 1)
+        e = _poll_until_raises(c)
+        raised = [type(e).__name__, str(e), c.n, c.sock is not None]
+        c.callback_errors = "log"
+        c.on_done = _raiser(ValueError, "boom-logged")
+        c.publish(t, b"l1", 1)
+        c.publish(t, b"l2", 2)
+        flushed = c.flush(5000)
+        c.disconnect()
+        out[name] = {"default": default, "raised": raised, "flushed": flushed, "left": c.n}
+    return out

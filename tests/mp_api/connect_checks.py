@@ -83,6 +83,17 @@ def publish_each(host, port, tag, version, ssl=None):
     return {"done": done}
 
 
+def publish_each_v6_name(host, port, tag, version):
+    """publish_each() to a name that resolves to IPv6 addresses only (an
+    AAAA name): getaddrinfo() says so first."""
+    import socket
+    fams = [ai[0] for ai in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)]
+    assert fams and [f for f in fams if f != socket.AF_INET6] == [], fams
+    r = publish_each(host, port, tag, version)
+    r["addresses"] = len(fams)
+    return r
+
+
 def wills(host, port, tag, version):
     """Each profile with a will given as a plain tuple and as client.Will():
     the link drops without DISCONNECT, the broker publishes the will."""

@@ -42,9 +42,9 @@ def _count_connects(c):
     tries = [0]
     connect = c.connect
 
-    def counting(clean=None):
+    def counting(*a):
         tries[0] += 1
-        return connect(clean)
+        return connect(*a)
 
     c.connect = counting
     return tries

@@ -95,13 +95,16 @@ def client(p, name, port=None, **kw):
 
 
 def until(clients, cond, ms=8000):
-    """Poll the clients until cond() holds; False after ms milliseconds."""
+    """Poll the clients until cond() holds; False after ms milliseconds.
+    poll(t) returns once a packet is handled; t also bounds a reconnect
+    inside it (each attempt is cut to the time left): 10 ms was too short
+    on a loaded machine, and these tests count the connections."""
     t0 = ticks_ms()
     while not cond():
         if ticks_diff(ticks_ms(), t0) > ms:
             return False
         for c in clients:
-            c.poll(10)
+            c.poll(100)
     return True
 
 
@@ -336,7 +339,7 @@ def resume(p):
     for i in range(n):
         q = 1 + i % 2
         pids.append([q, pub.publish(topic, b"m%d" % i, q)])
-        pub.poll(5)
+        pub.poll(100)  # returns at the ack; a reconnect inside gets 100 ms
     flushed = pub.flush(20000)
     pub.publish(topic, b"end", 2)
     flushed = pub.flush(8000) and flushed
