@@ -57,8 +57,9 @@ _KINDS = b"45205500050500502201164111"
 # Room in this module's globals dict: with every slot taken, each lookup of
 # a builtin (type, len, ...) from the code below scans the whole dict before
 # it reaches the builtins (measured: QoS 0 publish 2.5 us, 1.7 with room).
-# tests/test_dict_room.py keeps the hot modules' dicts from filling up.
-_ROOM = None
+# tests/test_dict_room.py keeps the hot modules' dicts from filling up. (Its
+# name is the Core class flag's: a name of its own would cost a qstr.)
+_room = None
 
 
 def _why(key, *a):
@@ -91,9 +92,8 @@ def _drop(m):
     """Forget module m, which ran once (hello.py, replay.py): out of
     sys.modules and its package, its code is left to the collector."""
     import sys
-    pkg, name = m.__name__.rsplit(".", 1)
     del sys.modules[m.__name__]
-    delattr(sys.modules[pkg], name)
+    delattr(sys.modules["frugalmqtt"], m.__name__[11:])  # its name after "frugalmqtt."
 
 
 def utf8(b, i, end):
@@ -132,17 +132,17 @@ def utf8(b, i, end):
     return True
 
 
-def tcp(server, port, timeout_ms, ssl, open_ms=0):
+def tcp(server, port, timeout_ms, ssl, ms=0):
     """Open a TCP connection to server:port (IPv4 or IPv6, as the name
     resolves) with Nagle's delay off, wrapped in TLS when ssl is a context:
     the one way the drivers open their stream (the Core itself does no
-    I/O). The connect and the TLS handshake block up to open_ms (0:
+    I/O). The connect and the TLS handshake block up to ms (0:
     timeout_ms); the socket then has timeout_ms for its reads and writes."""
     import socket
     ai = socket.getaddrinfo(server, port, 0, socket.SOCK_STREAM)[0]
     s = socket.socket(ai[0], socket.SOCK_STREAM)
     try:
-        s.settimeout((open_ms or timeout_ms) / 1000)
+        s.settimeout((ms or timeout_ms) / 1000)
         s.connect(ai[-1])
         try:  # every packet leaves in one write: Nagle must not hold it
             s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
@@ -466,9 +466,9 @@ class Core:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
 
-    def restore(self, b, n, comp):
+    def restore(self, b, n, rec):
         """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
-        waiting to go (comp: past its PUBREC, PUBREL next); packet id 0 in it
+        waiting to go (rec: past its PUBREC, PUBREL next); packet id 0 in it
         is replaced by a new one. Returns the slot. No allocation."""
         i = 0
         while self.state[i]:
@@ -492,7 +492,7 @@ class Core:
         self.start[i] = s
         self.size[i] = n
         self.t0[i] = self.clock()
-        self.state[i] = _COMP if comp else _HOLD
+        self.state[i] = _COMP if rec else _HOLD
         self.order[self.n] = i
         self.n += 1
         return i

@@ -12,7 +12,7 @@ import errno
 from sys import implementation
 from .core import Core, FULL, SESSION_LOST, ticks_ms, ticks_diff, tcp
 
-_ROOM = None  # room in the globals dict for fast builtin lookups (see core.py)
+_room = None  # room in the globals dict for fast builtin lookups (see core.py)
 
 
 class Publisher(Core):

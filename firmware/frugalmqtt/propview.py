@@ -10,7 +10,7 @@ from .core import utf8
 
 # room in the globals dict for fast builtin lookups (see core.py): 13 names
 # in a dict of 17 slots, not 11 in 12
-_ROOM = _ROOM2 = None
+_room = _room2 = None
 
 try:
     from micropython import const

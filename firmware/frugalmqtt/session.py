@@ -9,7 +9,7 @@ from .recv import Receiver, Message  # noqa: F401
 from .alias import Aliases, EXPIRED  # noqa: F401
 
 WINDOW_FULL = FULL
-_ROOM = None  # room in the globals dict for fast builtin lookups (see core.py)
+_room = None  # room in the globals dict for fast builtin lookups (see core.py)
 
 
 class Session(Receiver, Aliases, Core):
