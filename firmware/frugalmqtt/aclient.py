@@ -28,13 +28,13 @@
 import select
 import errno
 import asyncio
-from sys import implementation
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, tcp
 from .recv import Receiver
 from .alias import Aliases
 from .propview import Props
 
-_MP = implementation.name == "micropython"
+# (sys itself not a global: room in this module's dict, tests/test_dict_room.py)
+_MP = __import__("sys").implementation.name == "micropython"
 
 if _MP:
     from asyncio import core as _core

@@ -90,8 +90,12 @@ class ServerError(Exception):
 
 def _drop(m):
     """Forget module m, which ran once (hello.py, replay.py): out of
-    sys.modules and its package, its code is left to the collector."""
+    sys.modules and its package, its code is left to the collector. Only on
+    MicroPython: CPython has the RAM, and its threads (host_sim's devices)
+    could import m again while another drops it."""
     import sys
+    if sys.implementation.name != "micropython":
+        return
     del sys.modules[m.__name__]
     delattr(sys.modules["frugalmqtt"], m.__name__[11:])  # its name after "frugalmqtt."
 
