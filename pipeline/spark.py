@@ -4,8 +4,10 @@ UTC, no UI, quiet logs; on a cluster, the project's code shipped to the
 executors."""
 import atexit
 import contextlib
+import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -70,11 +72,19 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
             "spark.sql.shuffle.partitions": str(parts),
             "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16m",
         })
+    archive = None
+    if (master or DEFAULT_MASTER).startswith("local") and not under_submit:
+        jvm, archive = class_archive()
+        settings["spark.driver.extraJavaOptions"] = " ".join(
+            o for o in (settings.get("spark.driver.extraJavaOptions"), jvm) if o)
     settings.update(dict(conf))
     for k, v in settings.items():
         b = b.config(k, v)
     with _stderr_to(log):
         spark = b.getOrCreate()
+    gateway = spark.sparkContext._gateway
+    if archive and getattr(gateway, "proc", None):
+        atexit.register(_keep_archive, gateway.proc, *archive)
     spark.sparkContext.setLogLevel(level)
     if master and not master.startswith("local") and not under_submit:
         # A cluster: ship the code as spark-submit --py-files would (under
@@ -83,6 +93,49 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         atexit.register(shutil.rmtree, folder, True)
         spark.sparkContext.addPyFile(package_zip(folder))
     return spark
+
+
+def class_archive():
+    """JVM options that share the classes Spark loads between runs (the
+    JDK's class-data sharing): loading and verifying them is about 2 s of
+    every start and a second of the first query. The first run on a machine
+    writes the archive (about 150 MB, under ~/.cache/frugalmqtt, named by
+    PySpark's version, its jars and the java used) as its JVM exits; later
+    runs map it.
+    A JVM that cannot use it (another JDK, changed jars) runs without it.
+    Returns (options, None), or (options, (file being written, archive))."""
+    import pyspark
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
+        "JAVA_HOME") else shutil.which("java") or "java"
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    java = os.path.realpath(java)
+    key = hashlib.sha1(repr([(p, os.stat(p).st_mtime if os.path.exists(p) else None)
+                             for p in (jars, java)]).encode())
+    folder = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                          "frugalmqtt")
+    path = os.path.join(folder, "spark-%s-%s.jsa" % (pyspark.__version__, key.hexdigest()[:12]))
+    quiet = "-Xlog:cds*=off"  # the JVM's own notes on the archive, else on our stdout
+    if os.path.exists(path):
+        return "-XX:SharedArchiveFile=%s %s" % (path, quiet), None
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # no cache to keep it in: every start loads the classes itself
+        return quiet, None
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    return "-XX:ArchiveClassesAtExit=%s %s" % (tmp, quiet), (tmp, path)
+
+
+def _keep_archive(jvm, tmp, path, timeout=120):
+    """At exit of the run that writes the archive: end the JVM (it stops
+    when its stdin closes), wait while it writes, then put the archive in
+    place (a rename: a concurrent run sees all of it or none)."""
+    try:
+        jvm.stdin.close()
+        jvm.wait(timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if os.path.exists(tmp):
+        os.replace(tmp, path)
 
 
 @contextlib.contextmanager
