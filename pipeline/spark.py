@@ -107,7 +107,7 @@ def class_archive():
     import pyspark
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
         "JAVA_HOME") else shutil.which("java") or "java"
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    jars = os.path.realpath(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
     java = os.path.realpath(java)
     key = hashlib.sha1(repr([(p, os.stat(p).st_mtime if os.path.exists(p) else None)
                              for p in (jars, java)]).encode())
