@@ -3,10 +3,12 @@ gaps, write the report. Runs the same under `python -m pipeline audit` and
 spark-submit (only the master changes).
 
 No large frame comes to the driver. The published rows are read once; the
-received rows three times (the subscriber list, three columns; the audit;
-the telemetry). The telemetry, deduplicated per message and partitioned by
-(run, device) (analytics.telemetry), is the one thing cached: the gaps, the
-windows and the report's series read it, none shuffles again.
+received rows three times (the subscriber list, three columns, broadcast
+inside the audit query; the audit; the telemetry). The telemetry,
+deduplicated per message, partitioned by (run, device) and sorted for the
+gaps pass (analytics.telemetry, _cache_telemetry), is the one thing cached:
+the gaps, the windows and the report's series read it, none shuffles or
+sorts again.
 1. the audit: every level of the audit tables, the violations, the latency
    histogram, the sequence gaps and the messages per sensor, in one collect
    of a few thousand rows (it also fills the telemetry cache);
