@@ -26,7 +26,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
     log lines) instead of this process's stderr; `level`: Spark's log level
     once it runs (the CLI's -v: no log file, WARN). `input_bytes`: the size
     of what the job reads; a small input gets a JVM that compiles less (on
-    one million rows the JIT's C2 compiler costs more than it saves)."""
+    one million rows the JIT's C2 compiler costs more than it saves), a
+    large one its whole heap at once. On a local master the JVM maps the
+    class archive (class_archive())."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -78,9 +80,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         })
     archive = None
     if (master or DEFAULT_MASTER).startswith("local") and not under_submit:
-        jvm, archive = class_archive()
+        sharing, archive = class_archive()
         settings["spark.driver.extraJavaOptions"] = " ".join(
-            o for o in (settings.get("spark.driver.extraJavaOptions"), jvm) if o)
+            o for o in (settings.get("spark.driver.extraJavaOptions"), sharing) if o)
     settings.update(dict(conf))
     for k, v in settings.items():
         b = b.config(k, v)
@@ -105,8 +107,8 @@ def class_archive():
     every start and a second of the first query. The first run on a machine
     writes the archive (about 150 MB, under ~/.cache/frugalmqtt, named by
     PySpark's version, its jars and the java used) as its JVM exits; later
-    runs map it.
-    A JVM that cannot use it (another JDK, changed jars) runs without it.
+    runs map it. A JVM that cannot use it (another JDK, changed jars) runs
+    without it.
     Returns (options, None), or (options, (file being written, archive))."""
     import pyspark
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
