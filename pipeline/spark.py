@@ -110,25 +110,29 @@ def class_archive():
     runs map it. A JVM that cannot use it (another JDK, changed jars) runs
     without it.
     Returns (options, None), or (options, (file being written, archive))."""
-    import pyspark
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
-        "JAVA_HOME") else shutil.which("java") or "java"
-    jars = os.path.realpath(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
-    java = os.path.realpath(java)
-    key = hashlib.sha1(repr([(p, os.stat(p).st_mtime if os.path.exists(p) else None)
-                             for p in (jars, java)]).encode())
-    folder = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                          "frugalmqtt")
-    path = os.path.join(folder, "spark-%s-%s.jsa" % (pyspark.__version__, key.hexdigest()[:12]))
+    path = archive_path()
     quiet = "-Xlog:cds*=off"  # the JVM's own notes on the archive, else on our stdout
     if os.path.exists(path):
         return "-XX:SharedArchiveFile=%s %s" % (path, quiet), None
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError:  # no cache to keep it in: every start loads the classes itself
         return quiet, None
     tmp = "%s.%d.tmp" % (path, os.getpid())
     return "-XX:ArchiveClassesAtExit=%s %s" % (tmp, quiet), (tmp, path)
+
+
+def archive_path():
+    """Where class_archive() keeps the archive for this PySpark and java."""
+    import pyspark
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
+        "JAVA_HOME") else shutil.which("java") or "java"
+    jars = os.path.realpath(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
+    key = hashlib.sha1(repr([(p, os.stat(p).st_mtime if os.path.exists(p) else None)
+                             for p in (jars, os.path.realpath(java))]).encode())
+    folder = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                          "frugalmqtt")
+    return os.path.join(folder, "spark-%s-%s.jsa" % (pyspark.__version__, key.hexdigest()[:12]))
 
 
 def _keep_archive(jvm, tmp, path, timeout=120):
