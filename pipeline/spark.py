@@ -105,7 +105,7 @@ def class_archive():
     """JVM options that share the classes Spark loads between runs (the
     JDK's class-data sharing): loading and verifying them is about 2 s of
     every start and a second of the first query. The first run on a machine
-    writes the archive (about 150 MB, under ~/.cache/frugalmqtt, named by
+    writes the archive (about 200 MB, under ~/.cache/frugalmqtt, named by
     PySpark's version, its jars and the java used) as its JVM exits; later
     runs map it. A JVM that cannot use it (another JDK, changed jars) runs
     without it.
