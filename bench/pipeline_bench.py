@@ -124,11 +124,15 @@ def machine():
     import duckdb
     import polars
     import pyspark
+
+    from pipeline.spark import archive_path
     return [("Machine", platform.node()), ("CPU", "%s, %d cores" % (cpu, os.cpu_count())),
             ("Memory", "%.1f GB" % mem), ("OS", platform.platform()),
             ("Python", platform.python_version()), ("Java", java.splitlines()[0]),
             ("PySpark", pyspark.__version__ + " local[*], driver memory 2g, shuffle partitions "
              "by input size, 4 to 16 x cores (pipeline/spark.py)"),
+            ("Spark class archive at start", "present" if os.path.exists(archive_path()) else
+             "absent (the first Spark run writes it as it exits)"),
             ("DuckDB", duckdb.__version__), ("Polars", polars.__version__),
             ("Load average at start", " ".join("%.2f" % x for x in os.getloadavg()))]
 

@@ -48,12 +48,19 @@ def windows(tel, width):
                     F.col("w.end").alias("end"), "count", "min", "max", "mean"))
 
 
+# The order of sequences(). Device first: a sort's 8-byte key prefix then
+# tells most rows apart, where run_id's is the same on every row of a run.
+SEQUENCE_ORDER = ["device", "sensor", "run_id", "seq"]
+
+
 def sequences(tel):
     """One pass over each device's and sensor's messages in seq order: a row
     per run of missing sequence numbers (first and last missing seq and how
     many; `messages` null) and, on the sensor's last message, a row with
-    its message count (`messages`; the gap columns null)."""
-    w = Window.partitionBy("run_id", "device", "sensor").orderBy("seq")
+    its message count (`messages`; the gap columns null). Over telemetry
+    partitioned by (run, device) and sorted by SEQUENCE_ORDER, Spark neither
+    shuffles nor sorts again."""
+    w = Window.partitionBy(*SEQUENCE_ORDER[:-1]).orderBy(SEQUENCE_ORDER[-1])
     t = tel.select("run_id", "device", "sensor", "seq", F.lead("seq").over(w).alias("next"),
                    F.row_number().over(w).alias("n"))
     gap = F.col("next") - F.col("seq") > 1

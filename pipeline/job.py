@@ -3,10 +3,12 @@ gaps, write the report. Runs the same under `python -m pipeline audit` and
 spark-submit (only the master changes).
 
 No large frame comes to the driver. The published rows are read once; the
-received rows three times (the subscriber list, three columns; the audit;
-the telemetry). The telemetry, deduplicated per message and partitioned by
-(run, device) (analytics.telemetry), is the one thing cached: the gaps, the
-windows and the report's series read it, none shuffles again.
+received rows three times (the subscriber list, three columns, broadcast
+inside the audit query; the audit; the telemetry). The telemetry,
+deduplicated per message, partitioned by (run, device) and sorted for the
+gaps pass (analytics.telemetry, _cache_telemetry), is the one thing cached:
+the gaps, the windows and the report's series read it, none shuffles or
+sorts again.
 1. the audit: every level of the audit tables, the violations, the latency
    histogram, the sequence gaps and the messages per sensor, in one collect
    of a few thousand rows (it also fills the telemetry cache);
@@ -54,12 +56,30 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, expiry_slack_m
     os.makedirs(out, exist_ok=True)
     pub = traces.read(spark, traces_dir, "published")
     rcv = traces.read(spark, traces_dir, "received")
-    # The topic is a key of the deduplication only: the cache leaves it out.
-    tel = analytics.telemetry(rcv).drop("topic").persist(StorageLevel.MEMORY_AND_DISK)
+    tel = _cache_telemetry(rcv)
     try:
         return _run(tel, pub, rcv, traces_dir, out, widths, expiry_slack_ms, plots, step)
     finally:
         tel.unpersist()
+
+
+def _cache_telemetry(rcv):
+    """The deduplicated telemetry, cached partitioned by (run, device) and
+    sorted by analytics.SEQUENCE_ORDER within each partition, both known to
+    the queries that read it: the sequence pass neither shuffles nor sorts,
+    the windows aggregate without a shuffle. Adaptive execution is off while
+    the cache is planned (an adaptive plan hides its partitioning and order
+    until it has run), on again for every query. The topic is a key of the
+    deduplication only: the cache leaves it out."""
+    spark = rcv.sparkSession
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        return (analytics.telemetry(rcv).drop("topic")
+                .sortWithinPartitions(*analytics.SEQUENCE_ORDER)
+                .persist(StorageLevel.MEMORY_AND_DISK))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
 
 
 def _run(tel, pub, rcv, traces_dir, out, widths, expiry_slack_ms, plots, step):
