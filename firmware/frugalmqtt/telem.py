@@ -6,6 +6,7 @@
 # props) nor the aliases it does not use.
 from .alias import Aliases
 from .lite import Publisher
+from .core import Core, FULL
 
 
 class Telemetry(Aliases, Publisher):
@@ -23,3 +24,12 @@ class Telemetry(Aliases, Publisher):
             self.ainit(aliases_out)
         if outbox:
             outbox.attach(self)  # reloads what the last run left unacknowledged
+
+    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
+        """lite.Publisher.publish(); with an outbox whose file is full
+        (the core's FULL) it waits for an ack in room() and tries again."""
+        while True:
+            pid = Core.publish(self, topic, payload, qos, retain, props, timeout_ms)
+            if pid != FULL:
+                return pid
+            self.room(timeout_ms)  # OSError when no ack comes: not stored

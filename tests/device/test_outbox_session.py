@@ -236,6 +236,33 @@ def _telem(path, v, sp=False):
     return t, ob, peer
 
 
+def test_telemetry_waits_when_the_outbox_file_is_full():
+    # a full file: publish() waits for an ack in room() and tries again; it
+    # never returns FULL (the message silently not stored); no ack within
+    # timeout_ms: OSError ETIMEDOUT, and the message was not stored
+    import errno
+    for v in BOTH:
+        path = scratch()
+        try:
+            t, ob, peer = _telem(path, v)
+            t.connect(sock=peer)
+            got = []
+            try:
+                while len(got) < 100:
+                    got.append(t.publish(b"full/t", bytes(40), 1, False, None, 0))
+            except OSError as e:
+                assert e.args[0] == errno.ETIMEDOUT, e
+            assert len(got) < 100 and got[:2] == [1, 2] and got[2:] == [STORED] * (len(got) - 2), got
+            n = ob.backlog
+            peer.sent()
+            peer.give(ack(v, PUBACK, 1), ack(v, PUBACK, 2))  # room again: it waits, then stores
+            assert t.publish(b"full/t", bytes(40), 1, False, None, 0) == STORED
+            assert ob.backlog == n - 2 + 1 and t.pending() == 2
+            ob.close()
+        finally:
+            drop(path)
+
+
 def test_telemetry_driver_backlog_reboot_and_no_allocation():
     # telem.Telemetry(outbox=...): beyond its 2 slots publish() returns STORED
     # without waiting; a reboot with nothing acknowledged resends the slots'
