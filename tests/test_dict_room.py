@@ -21,6 +21,7 @@ SIZES = (0, 2, 4, 6, 8, 10, 12, 17, 23, 29, 37, 47, 59, 73, 97, 127, 167, 223)
 # the modules whose functions run for every message sent or received
 HOT = ("core", "lite", "recv", "propview", "alias", "client", "aclient", "session", "telem")
 MOST = 0.85  # of its slots a hot module's globals may take
+SMALL = 8  # a dict this small is scanned in a few probes even when full
 
 PROBE = """
 import json
@@ -44,7 +45,7 @@ def test_hot_module_globals_have_room_under_the_unix_port():
     counts = json.loads(r.stdout)
     assert sorted(counts) == sorted(HOT)
     crowded = {m: "%d of %d slots" % (n, size(n)) for m, n in counts.items()
-               if n / size(n) > MOST}
+               if n / size(n) > MOST and size(n) > SMALL}
     assert not crowded, "globals dicts too full (add or drop a global): %s" % crowded
 
 

@@ -5,8 +5,7 @@
 # client: a publish-only device holds neither the receiving code (recv,
 # props) nor the aliases it does not use.
 from .alias import Aliases
-from .lite import Publisher
-from .core import Core, FULL
+from .lite import Publisher, FULL
 
 
 class Telemetry(Aliases, Publisher):
@@ -29,7 +28,7 @@ class Telemetry(Aliases, Publisher):
         """lite.Publisher.publish(); with an outbox whose file is full
         (the core's FULL) it waits for an ack in room() and tries again."""
         while True:
-            pid = Core.publish(self, topic, payload, qos, retain, props, timeout_ms)
+            pid = Publisher.publish(self, topic, payload, qos, retain, props, timeout_ms)  # the core's
             if pid != FULL:
                 return pid
             self.room(timeout_ms)  # OSError when no ack comes: not stored
