@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import profiles  # noqa: E402
 
 # session.Session and what it imports, as a device installs them
-CODEC_MODULES = profiles.closure(["session"])
+CODEC_MODULES = profiles.closure(["session", "props"])  # what codec_bench_mp.py imports
 PATH = str(FIRMWARE)
 HEAPSIZE = "2m"
 
