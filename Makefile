@@ -67,8 +67,11 @@ java:
 	  exit 1; \
 	fi
 
+# Most tests wait on brokers, devices and JVMs rather than compute: three
+# pytest-xdist workers on 2 cores, a file at a time, the pipeline's files
+# on one worker (tests/conftest.py).
 test:
-	$(PYTEST) -q tests
+	$(PYTEST) -q -n 3 --dist loadgroup tests
 
 # The main job end to end: a fleet scenario with link faults through host_sim
 # (its own mosquitto on a free port), then the Spark audit and analytics.

@@ -82,6 +82,18 @@ def broker(tmp_path_factory):
 
 # --- Spark --------------------------------------------------------------------
 
+def pytest_collection_modifyitems(config, items):
+    # `make test` runs the tests in parallel (pytest-xdist, --dist loadgroup)
+    # a file at a time: the device tests of a file share its state in order,
+    # as they do on the board. The pipeline's files all go to one worker, so
+    # they share its one local SparkSession and two JVMs never compete for
+    # the 2 cores.
+    for item in items:
+        name = item.fspath.basename
+        item.add_marker(pytest.mark.xdist_group(
+            "spark" if name.startswith("test_pipeline_") else name))
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local SparkSession for every Spark test (starting one costs ~15 s)."""

@@ -19,8 +19,9 @@ def rig(mosquitto, tmp_path):
     rec.stop()
 
 
-def one(device, broker, cid, store, payloads, version=5, rules=(), deadline=3000):
-    """One wake through a link of its own: (its "@@" lines, the link)."""
+def one(device, broker, cid, store, payloads, version=5, rules=(), deadline=10000):
+    """One wake through a link of its own: (its "@@" lines, the link). A
+    wake ends once its acks are in: the deadline only bounds a loaded machine."""
     link = Link((broker.host, broker.port), rules=rules).start()
     try:
         lines, _, _ = device.wake("frugalmqtt", "127.0.0.1", link.port, cid, store,
