@@ -267,12 +267,12 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     on_message = property(_get_cb, _set_cb)
 
-    def _done(self, pid, reason):
-        """A flow ended: for a publish(wait=True) waiting too."""
+    def _free(self, i, reason):
+        """core.Core._free: a flow ended, for a publish(wait=True) waiting too."""
         w = self._waits
-        if w and pid in w:
-            w[pid] = reason
-        Receiver._done(self, pid, reason)
+        if w and self.pid[i] in w:
+            w[self.pid[i]] = reason
+        Core._free(self, i, reason)
 
     def isconnected(self):
         """The server accepted our CONNECT on the open connection (mqtt_as's name)."""

@@ -26,6 +26,7 @@ class Aliases:
         self.aliases = aliases_out
         self.a_out = [None] * aliases_out  # alias k's topic at k - 1
         self.a_known = bytearray(aliases_out)  # ... sent with it on this connection
+        self.t0 = [0] * self.slots  # clock() when slot i's message was stored
 
     def alias(self, topic):
         """The alias for topic on this connection: k > 0 when the server knows

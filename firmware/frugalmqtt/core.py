@@ -219,7 +219,6 @@ class Core:
         self.start = bytearray(slots)  # where each image begins (< _HEAD)
         self.size = [0] * slots  # image length
         self.pid = [0] * slots
-        self.t0 = [0] * slots  # clock() when stored
         self.state = bytearray(slots)
         self.order = bytearray(slots)  # slot numbers, oldest flow first
         self.n = 0  # flows in the table
@@ -457,7 +456,8 @@ class Core:
         if ob and not ob.put(i):  # recorded before it is sent
             self.last_pid = k  # refused: no packet id used
             return FULL  # the file has no room
-        self.t0[i] = self.clock()
+        if self._prep and self.v == 5:  # alias.Aliases counts its expiry down (prepare())
+            self.t0[i] = self.clock()
         self.state[i] = _HOLD  # unacknowledged [MQTT-4.3.2-1] [MQTT-4.3.3-3]
         self.order[self.n] = i
         self.n += 1
@@ -495,7 +495,8 @@ class Core:
         self.pid[i] = p
         self.start[i] = s
         self.size[i] = n
-        self.t0[i] = self.clock()
+        if self._prep and self.v == 5:
+            self.t0[i] = self.clock()
         self.state[i] = _COMP if rec else _HOLD
         self.order[self.n] = i
         self.n += 1
@@ -661,39 +662,42 @@ class Core:
                 k += 1
             return
         self.last_rx = self.clock()
-        if t == 3:
-            return self.inbound(3, rl)
-        if not t:
-            raise self._fail(0x81)  # type 0 is no packet: malformed (5.0 2.1.2)
-        if t < 4 or t == 8 or t == 10 or t == 12 or t == 15 or t == 14 and self.v == 4:
-            # a packet only a server receives, a second CONNACK [MQTT-3.2.0-1], a
-            # 3.1.1 DISCONNECT (only clients send it), AUTH (we never start it)
-            raise self._fail(0x82)
-        if first & 0x0F != (2 if t == 6 else 0):
-            raise self._fail(0x81)  # [MQTT-2.1.3-1]
-        if t == 13:  # PINGRESP
-            if rl:
-                raise self._fail(0x81)  # a PINGRESP has no body (3.13)
-            self.ping_t = None
-            return
-        if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
-            Core.close(self)
-            if rl < 2:
-                r[1] = 0  # no properties: an empty block where recv reads them
-            raise ServerError(r[0] if rl else 0)
-        if t > 7:
-            return self.inbound(t, rl)  # SUBACK, UNSUBACK
-        if rl < 2 or self.v == 4 and rl != 2:
-            raise self._fail(0x81)
-        code = r[2] if rl > 2 else 0
-        # PUBACK/PUBREC [MQTT-3.4.2-1] [MQTT-3.5.2-1], PUBREL/PUBCOMP [MQTT-3.7.2-1]
-        for c in b"\x00\x92" if t > 5 else b"\x00\x10\x80\x83\x87\x90\x91\x97\x99":
-            if c == code:
-                break
+        if first == 0x40 and rl == 2:  # a PUBACK without a reason: the common case
+            code = 0
         else:
-            raise self._fail(0x81)
-        if rl > 3:
-            Core._props(self, 3, rl)
+            if t == 3:
+                return self.inbound(3, rl)
+            if not t:
+                raise self._fail(0x81)  # type 0 is no packet: malformed (5.0 2.1.2)
+            if t < 4 or t == 8 or t == 10 or t == 12 or t == 15 or t == 14 and self.v == 4:
+                # a packet only a server receives, a second CONNACK [MQTT-3.2.0-1], a
+                # 3.1.1 DISCONNECT (only clients send it), AUTH (we never start it)
+                raise self._fail(0x82)
+            if first & 0x0F != (2 if t == 6 else 0):
+                raise self._fail(0x81)  # [MQTT-2.1.3-1]
+            if t == 13:  # PINGRESP
+                if rl:
+                    raise self._fail(0x81)  # a PINGRESP has no body (3.13)
+                self.ping_t = None
+                return
+            if t == 14:  # server DISCONNECT [MQTT-4.13.2-1]
+                Core.close(self)
+                if rl < 2:
+                    r[1] = 0  # no properties: an empty block where recv reads them
+                raise ServerError(r[0] if rl else 0)
+            if t > 7:
+                return self.inbound(t, rl)  # SUBACK, UNSUBACK
+            if rl < 2 or self.v == 4 and rl != 2:
+                raise self._fail(0x81)
+            code = r[2] if rl > 2 else 0
+            # PUBACK/PUBREC [MQTT-3.4.2-1] [MQTT-3.5.2-1], PUBREL/PUBCOMP [MQTT-3.7.2-1]
+            for c in b"\x00\x92" if t > 5 else b"\x00\x10\x80\x83\x87\x90\x91\x97\x99":
+                if c == code:
+                    break
+            else:
+                raise self._fail(0x81)
+            if rl > 3:
+                Core._props(self, 3, rl)
         p = r[0] << 8 | r[1]
         if not p:
             raise self._fail(0x82)  # packet id 0 [MQTT-2.2.1-3]
@@ -711,7 +715,7 @@ class Core:
         if t == 4 and st == _ACK or t == 7 and st == _COMP or t == 5 and st == _REC and code >= 0x80:
             # [MQTT-4.3.2-3] [MQTT-4.3.3-5]; a PUBREC error ends the flow, no resend [MQTT-4.4.0-2]
             self._free(i, code)
-            k = 0
+            k = 0 if self.n >= self.quota else self.n  # fewer flows than the quota: none held
             while k < self.n:  # a slot of the quota came free: the oldest held PUBLISH goes
                 i = self.order[k]
                 if self.state[i] == _HOLD:
@@ -842,17 +846,17 @@ class Core:
             k += 1
         if self.ob:
             self.ob.done(i)
-        self._done(p, reason)
+        if self.on_done:
+            self._done(p, reason)
 
     def _done(self, pid, reason):
-        """Tell the application a flow ended (on_done). A driver that holds
-        a callback's exception until its packet is handled (recv.Receiver),
-        or that has waiters of its own (the asyncio client), replaces this."""
-        if self.on_done:
-            try:
-                self.on_done(pid, reason)
-            except Exception as e:
-                _why("on_done", e, self)  # raised, or printed: callback_errors
+        """Call on_done. A driver that holds a callback's exception until its
+        packet is handled (recv.Receiver) replaces this; one with waiters of
+        its own (the asyncio client) replaces _free()."""
+        try:
+            self.on_done(pid, reason)
+        except Exception as e:
+            _why("on_done", e, self)  # raised, or printed: callback_errors
 
     def _go(self, i):
         """Send slot i's PUBLISH; from then on its image carries DUP=1, as

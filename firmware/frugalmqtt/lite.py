@@ -94,9 +94,10 @@ class Publisher(Core):
         got = False
         while True:
             t = timeout_ms
-            w = Core.tick(self)
-            if w >= 0 and (t < 0 or w < t):
-                t = w
+            if not got:  # (draining what came, t 0: keep-alive waits for the next call)
+                w = Core.tick(self)
+                if w >= 0 and (t < 0 or w < t):
+                    t = w
             if not self._wait(t):
                 if t == timeout_ms:
                     return got

@@ -111,12 +111,11 @@ class Receiver:
 
     def _done(self, pid, reason):
         """core.Core._done: on_done's exception waits until the packet is
-        handled."""
-        if self.on_done:
-            try:
-                self.on_done(pid, reason)
-            except Exception as e:
-                self._cb_failed(e)
+        handled (called only when there is one)."""
+        try:
+            self.on_done(pid, reason)
+        except Exception as e:
+            self._cb_failed(e)
 
     def _cb_failed(self, e):
         """An application callback raised e. callback_errors "log": print its
