@@ -204,11 +204,6 @@ class Core:
         self.v = version
         self.clean = clean
         self.clock = clock
-        # The CONNECT body, built once: hello.py's code is not kept after
-        from . import hello
-        self.hello = hello.body(client_id, version, user, password, keepalive, clean,
-                                session_expiry, will, max_packet, rx_size, props)
-        _drop(hello)
         # slot images: img[i] holds slot i's PUBLISH, img[slots] is the buffer
         # for QoS 0, CONNECT and acks (a list made at its size: it never grows)
         img = [None] * (slots + 1)
@@ -243,6 +238,13 @@ class Core:
         # would cost a lookup through every class of the client)
         self.ob = None  # an outbox.Outbox persisting the table
         self.amax = 0  # outbound aliases this connection may use (alias.Aliases)
+        # The CONNECT body, built once: hello.py's code is not kept after.
+        # Last, after the buffers: loading and dropping it leaves holes the
+        # buffers would have had to fit around (0.75 KB of the smallest heap)
+        from . import hello
+        self.hello = hello.body(client_id, version, user, password, keepalive, clean,
+                                session_expiry, will, max_packet, rx_size, props)
+        _drop(hello)
 
     # ---- connection ---------------------------------------------------------
 
