@@ -259,16 +259,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
     # its tries: the core's answer, FULL, not lite's room()
     _room = False
 
-    def flush(self, timeout_ms=-1):
-        """Wait until every stored QoS 1/2 message is acknowledged; True if so."""
-        t0 = ticks_ms()
-        while self.n:
-            left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
-            if timeout_ms >= 0 and left <= 0:
-                return False
-            self.poll(left)
-        return True
-
     # ---- subscriptions --------------------------------------------------------
 
     def subscribe(self, topic, qos=0, options=0, props=None, timeout_ms=-1, sub_id=0,
