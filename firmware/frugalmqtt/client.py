@@ -2,7 +2,9 @@
 # aliases (alias.Aliases), over lite's blocking driver (socket, framing,
 # waiting), plus reconnect with bounded exponential backoff, subscriptions
 # made again after a reconnect that found no session, and helpers that wait
-# (each wait bounded by its timeout_ms).
+# (each wait bounded by its timeout_ms). A reconnect inside poll() and
+# ensure_connected() is a connect attempt that resumes across calls
+# (dial.py, imported at the first one).
 import errno
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, _why
 from .recv import Receiver
@@ -111,8 +113,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         try:
             if d is None:
                 sp = Publisher.connect(self, clean, None, timeout_ms)
-            else:
-                d.link(self)
+            else:  # d.step() made its socket the link
                 try:
                     self.packet(self._read())  # the CONNACK: the core's handling
                 except BaseException:
@@ -195,7 +196,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         d = self.dial
         if d is not None:
             self.dial = None
-            d.close()
+            d.s.close()
         Core.close(self)
 
     def fatal(self, e):
@@ -212,8 +213,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
         for the first packet) and keep-alive. Returns the type of the last
         packet handled, or 0. A broken link raises unless reconnect=True:
         then it reconnects within what is left of timeout_ms (backoff
-        included; see ensure_connected()). A server DISCONNECT leaves its
-        reason in disconnect_reason, its properties in disconnect_props."""
+        included), the connect attempt carried over from call to call (each
+        poll(t) advances it for at most t, poll(0) by one step that does not
+        wait: see ensure_connected()), so short polls still reconnect. A
+        server DISCONNECT leaves its reason in disconnect_reason, its
+        properties in disconnect_props."""
         t0 = ticks_ms()
         try:
             if self.sock is not None or not self.reconnect:
@@ -299,7 +303,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if self.in_callback or timeout_ms >= 0 and left <= 0:
                 return pid
-            self.poll(left)  # all that is left: a reconnect inside is cut to it
+            self.poll(left)  # all that is left: a reconnect inside goes on at the next
 
     # the wait for a free slot is publish()'s own (above), timed over all
     # its tries: the core's answer, FULL, not lite's room()

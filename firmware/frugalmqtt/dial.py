@@ -22,23 +22,30 @@ from errno import EINPROGRESS, ECONNREFUSED, ETIMEDOUT
 from sys import implementation
 from .core import ticks_ms, ticks_diff
 
-# what the attempt waits for
-_TCP = 0  # the TCP connect (writable)
-_TLS = 1  # CPython's handshake: the way do_handshake() asked for
-_SEND = 2  # the CONNECT's write (MicroPython TLS: the handshake too)
-_ACK = 3  # the CONNACK (readable)
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from ._cpython import const
+
+# what the attempt is at
+_TCP = const(0)  # the TCP connect: waits until writable
+_TLS = const(1)  # CPython's handshake: waits the way do_handshake() asked
+_HELLO = const(2)  # the link is ready: begin() builds the CONNECT
+_SEND = const(3)  # the CONNECT's write (MicroPython TLS: the handshake too)
+_ACK = const(4)  # the CONNACK: waits until readable
 
 
 class Dial:
     """One connect attempt of client c, started here (the name looked up,
-    the TCP connect begun) and advanced by step()."""
+    the TCP connect begun) and advanced by step(). c closes its socket `s`
+    to drop it."""
 
     def __init__(self, c):
         self.t0 = ticks_ms()
         ai = socket.getaddrinfo(c.server, c.port, 0, socket.SOCK_STREAM)[0]
         self.addr = ai[-1]
         self.raw = self.s = socket.socket(ai[0], socket.SOCK_STREAM)
-        self.o = self.n = 0  # what is left of the CONNECT in c.img[-1]
+        self.at = _TCP
         self.p = select.poll()
         try:
             self.raw.setblocking(False)
@@ -47,40 +54,51 @@ class Dial:
             except OSError as e:
                 if e.args[0] != EINPROGRESS:
                     raise
-            self.at = _TCP
             self.p.register(self.raw, select.POLLOUT)
         except BaseException:
             self.raw.close()
             raise
 
     def write(self, b, o, n):
-        """begin() writes the CONNECT here: its place in b is kept, step()
-        sends it."""
+        """begin() writes the CONNECT here: its place in b is kept (o, n),
+        step() sends it."""
         self.o = o
         self.n = o + n
         return n
 
-    def close(self):
-        self.s.close()
-
     def step(self, c, ms):
         """Advance the attempt for up to ms (-1: as long as it may take, 0:
-        without waiting). True when the CONNACK is there to read (the
-        socket back in blocking mode, with timeout_ms for its reads and
-        writes), False when ms ran out first. OSError on failure, and
-        ETIMEDOUT once the attempt has taken the client's timeout_ms."""
+        without waiting). True when the CONNACK is there to read: the
+        socket is then c's link (back in blocking mode, with timeout_ms for
+        its reads and writes). False when ms ran out first. OSError on
+        failure, ETIMEDOUT once the attempt has taken c's timeout_ms."""
         t0 = ticks_ms()
+        s = self.s
+        p = self.p
         while True:
-            if self.at == _TCP:
+            at = self.at
+            mask = select.POLLIN  # _ACK
+            if at == _TCP:
                 mask = select.POLLOUT
-            elif self.at == _TLS:
+            elif at == _TLS:
                 try:
-                    self.s.do_handshake()
-                    self._sending(c)
+                    s.do_handshake()
+                    self.at = _HELLO
                     continue
                 except OSError as e:  # SSLWantReadError/SSLWantWriteError
                     mask = _want(e)
-            elif self.at == _SEND:
+            elif at == _HELLO:
+                c.begin(self, c.clean)  # the CONNECT, the connection's state reset
+                c.sock = None  # not the link yet: written from here
+                c.connected = False
+                if implementation.name != "micropython":
+                    from ._cpython import Stream
+                    self.w = Stream(s, p)  # stream and poller, as lite's connect()
+                else:
+                    self.w = s
+                self.at = _SEND
+                continue
+            elif at == _SEND:
                 try:
                     k = self.w.write(c.img[-1], self.o, self.n - self.o)
                     mask = select.POLLIN | select.POLLOUT  # mbedTLS's socket polls its way
@@ -89,14 +107,11 @@ class Dial:
                     mask = _want(e)
                 if k:
                     self.o += k
-                    if self.o < self.n:
-                        continue
-                    c.last_tx = c.clock()  # as Core._send
-                    self.at = _ACK
-                    self.p.register(self.s, select.POLLIN)  # (again: a new mask)
+                    if self.o == self.n:
+                        c.last_tx = c.clock()  # as Core._send
+                        self.at = _ACK
+                        p.register(s, select.POLLIN)  # (again: a new mask)
                     continue
-            else:
-                mask = select.POLLIN
             # the wait: what is left of ms and of the attempt's timeout_ms
             t = c.timeout - ticks_diff(ticks_ms(), self.t0)
             if t <= 0:
@@ -105,62 +120,46 @@ class Dial:
                 k = ms - ticks_diff(ticks_ms(), t0)
                 if k < t:
                     t = k if k > 0 else 0
-            if self.at == _TLS or self.at == _SEND:
-                self.p.register(self.s, mask)
-            ev = self.p.poll(t)
+            if at == _TLS or at == _SEND:
+                p.register(s, mask)
+            ev = p.poll(t)
             if not ev:
                 if ms < 0 or ticks_diff(ticks_ms(), t0) < ms:
                     continue  # woken early, or the attempt's end (raised above)
                 return False
-            if self.at == _TCP:
+            if at == _TCP:
                 if ev[0][1] & (select.POLLERR | select.POLLHUP):  # the connect failed:
-                    self.raw.connect(self.addr)  # its error (Linux raises it here)
+                    s.connect(self.addr)  # its error (Linux raises it here)
                     raise OSError(ECONNREFUSED)
                 try:  # as core.tcp(): every packet in one write
-                    self.raw.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+                    s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
                 except OSError:
                     pass
-                self.p.unregister(self.raw)
+                p.unregister(s)
+                self.at = _HELLO
                 if c.ssl:
-                    self.s = c.ssl.wrap_socket(self.raw, server_hostname=c.server,
-                                               do_handshake_on_connect=False)
-                if c.ssl and hasattr(self.s, "do_handshake"):  # CPython
-                    self.at = _TLS
+                    s = self.s = c.ssl.wrap_socket(s, server_hostname=c.server,
+                                                   do_handshake_on_connect=False)
+                    if hasattr(s, "do_handshake"):  # CPython
+                        self.at = _TLS
+                    p.register(s, select.POLLIN | select.POLLOUT)
                 else:
-                    self.p.register(self.s, select.POLLIN | select.POLLOUT)
-                    self._sending(c)
-            elif self.at == _ACK:
+                    p.register(s, select.POLLOUT)
+            elif at == _ACK:
                 # MicroPython's TLS socket has no settimeout: it goes through the raw one
-                getattr(self.s, "settimeout", self.raw.settimeout)(c.timeout / 1000)
+                getattr(s, "settimeout", self.raw.settimeout)(c.timeout / 1000)
+                c.sock = self.w
+                c.poller = p if self.w is s else self.w
+                c.connected = True
                 return True
-
-    def _sending(self, c):
-        """The link is ready for the CONNECT: begin() builds it (and resets
-        the connection's state), written from here."""
-        c.begin(self, c.clean)
-        c.sock = None  # not the link yet: step() sends the CONNECT
-        c.connected = False
-        self.w = self.s
-        if implementation.name != "micropython":
-            from ._cpython import Stream
-            self.w = Stream(self.s, self.p)  # stream and poller, as lite's connect()
-        self.at = _SEND
-
-    def link(self, c):
-        """Make the attempt's socket c's link, its CONNACK next to read."""
-        c.sock = self.w
-        c.poller = self.w if self.w is not self.s else self.p
-        c.connected = True
 
 
 def _want(e):
     """The poll mask a CPython would-block error asks for; raises any
     other error."""
     n = type(e).__name__
-    if n == "BlockingIOError":
+    if n == "SSLWantWriteError" or n == "BlockingIOError":
         return select.POLLOUT
     if n == "SSLWantReadError":
         return select.POLLIN
-    if n == "SSLWantWriteError":
-        return select.POLLOUT
     raise e
