@@ -61,7 +61,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
     last_error = None  # why the last (re)connect attempt failed
     disconnect_reason = None  # the server's last DISCONNECT reason code
     on_oversize = None  # on_oversize(topic, size)
-    dial = None  # the connect attempt under way (dial.Dial): poll() goes on with it
+    _dial = None  # the connect attempt under way (dial.Dial): poll() goes on with it
 
 
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
@@ -149,7 +149,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if left < 0 <= timeout_ms:
                 left = 0
-            d = self.dial
+            d = self._dial
             if d is None:
                 wait = self.retry_ms - ticks_diff(ticks_ms(), self.attempt_at)
                 if wait > 0:  # backing off
@@ -165,10 +165,10 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 if d is None:
                     self.close()
                     from .dial import Dial  # kept once loaded
-                    d = self.dial = Dial(self)
+                    d = self._dial = Dial(self)
                 if not d.step(self, left):
                     return False  # under way: the next call goes on with it
-                self.dial = None
+                self._dial = None
                 sp = MQTTClient._up(self, d)
             except (OSError, MQTTError, ServerError) as e:
                 if e is self._cbe:
@@ -193,9 +193,9 @@ class MQTTClient(Receiver, Aliases, Publisher):
     def close(self):
         """Close the link without DISCONNECT (and drop a connect attempt
         under way); the session is kept."""
-        d = self.dial
+        d = self._dial
         if d is not None:
-            self.dial = None
+            self._dial = None
             d.s.close()
         Core.close(self)
 
@@ -401,7 +401,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         Property) and session_expiry, a new Session Expiry Interval for the
         session the server keeps: not above 0 if the CONNECT's was 0
         [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
-        if self.dial is not None:
+        if self._dial is not None:
             self.close()  # an attempt under way: nothing to say DISCONNECT on
         if self.v == 4 or props is None and session_expiry is None:
             return Core.disconnect(self, reason)
