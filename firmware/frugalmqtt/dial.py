@@ -12,10 +12,13 @@
 # wrapped with do_handshake_on_connect=False, its socket does the handshake
 # inside the first write, which returns None while the handshake waits for
 # the server (polling the TLS socket then waits in the direction mbedTLS
-# asked for): the CONNECT's write drives it. One mbedTLS step (a signature
-# check, the key exchange) runs in one call: a call can overrun its time by
-# that much, never by a network wait. The name lookup (getaddrinfo) blocks:
-# give an address, or a name the resolver caches, where that matters.
+# asked for): the CONNECT's write drives it. Its mbedTLS speaks TLS 1.2,
+# after whose handshake the first bytes to read are the CONNACK's; CPython's
+# TLS 1.3 sends session tickets first, so step() reads a byte ahead there.
+# One mbedTLS step (a signature check, the key exchange) runs in one call:
+# a call can overrun its time by that much, never by a network wait. The
+# name lookup (getaddrinfo) blocks: give an address, or a name the resolver
+# caches, where that matters.
 import select
 import socket
 from errno import EINPROGRESS, ECONNREFUSED, ETIMEDOUT
@@ -146,6 +149,15 @@ class Dial:
                 else:
                     p.register(s, select.POLLOUT)
             elif at == _ACK:
+                if self.w is not s:  # CPython: TLS 1.3's session tickets make the
+                    try:  # socket readable with nothing for us: read a byte to know
+                        k = s.recv(1)
+                    except OSError as e:
+                        _want(e)  # (SSLWantReadError: tickets only)
+                        continue
+                    if k:
+                        from ._cpython import Ahead
+                        self.w = Ahead(s, p, k[0])  # gives that byte to the first read
                 # MicroPython's TLS socket has no settimeout: it goes through the raw one
                 getattr(s, "settimeout", self.raw.settimeout)(c.timeout / 1000)
                 c.sock = self.w
