@@ -324,6 +324,13 @@ def test_poll_0_returns_at_once_while_down(runtime, dead):
         assert r["polls"] > 10 and r["worst"] <= SLACK_MS, r
         # one attempt, over the calls, ran out after the client's timeout_ms
         assert r["error"] == errno.ETIMEDOUT, r
+    # nothing listens: each attempt is refused at once, and poll(0) returns
+    # (it used to try again after the backoff, over and over, when a refused
+    # attempt took a millisecond or more)
+    r = run_check(runtime, "bounded_checks", "poll0", "127.0.0.1", free_port(),
+                  _tag("0", runtime, 5), 5, 1000)
+    assert r["polls"] > 10 and r["worst"] <= SLACK_MS, r
+    assert r["error"] == errno.ECONNREFUSED, r
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -357,9 +364,9 @@ def test_poll_20_reconnects_through_a_slow_tls_handshake(runtime, certs):
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
-def test_socket_gets_timeout_ms_back_after_a_cut_attempt(runtime, tls, certs):
-    # the PUBLISH's second part comes 1.2 s after its first: with the 300 ms
-    # attempt's timeout still on the socket the read would fail
+def test_socket_gets_timeout_ms_back_after_an_attempt_in_short_calls(runtime, tls, certs):
+    # the PUBLISH's second part comes 1.2 s after its first: with the
+    # attempt's non-blocking mode still on the socket the read would fail
     version = 5 if tls else 4
     peer = SplitPeer(version, 1.2, certs if tls else None)
     try:

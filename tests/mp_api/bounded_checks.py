@@ -90,9 +90,9 @@ def blocking(host, port, tag, version, dead, ca=None):
 
 
 def split_read(host, port, tag, version, ca=None):
-    """Connected inside poll(300) (a 300 ms attempt) to a server that sends
-    a PUBLISH in two parts 800 ms apart: it is read whole, so the socket
-    has timeout_ms again after the attempt (with ca: under TLS)."""
+    """Connected in poll(300) calls (the attempt non-blocking) to a server
+    that sends a PUBLISH in two parts 1.2 s apart: it is read whole, so the
+    socket has timeout_ms again after the attempt (with ca: under TLS)."""
     c = _client(host, port, tag + "-s", version, ca)
     got = []
     c.on_message = lambda m: got.append(bytes(m.payload))
