@@ -38,6 +38,21 @@ class Stream:
             yield self.sock
 
 
+class Ahead(Stream):
+    """A Stream whose first read gives byte b, read ahead (dial.py reads
+    one to tell the CONNACK from TLS 1.3's session tickets, after which a
+    socket is readable with nothing for the application)."""
+
+    def __init__(self, sock, poller, b):
+        Stream.__init__(self, sock, poller)
+        self.b = b
+
+    def readinto(self, buf, n):
+        buf[0] = self.b
+        self.readinto = self.sock.recv_into  # then the plain Stream's read
+        return 1
+
+
 class File:
     """A CPython binary file with the MicroPython stream calls the outbox
     uses (write and readinto with an offset and a length); flush() also

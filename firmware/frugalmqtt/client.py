@@ -2,7 +2,9 @@
 # aliases (alias.Aliases), over lite's blocking driver (socket, framing,
 # waiting), plus reconnect with bounded exponential backoff, subscriptions
 # made again after a reconnect that found no session, and helpers that wait
-# (each wait bounded by its timeout_ms).
+# (each wait bounded by its timeout_ms). A reconnect inside poll() and
+# ensure_connected() is a connect attempt that resumes across calls
+# (dial.py, imported at the first one).
 import errno
 from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, _why
 from .recv import Receiver
@@ -59,6 +61,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
     last_error = None  # why the last (re)connect attempt failed
     disconnect_reason = None  # the server's last DISCONNECT reason code
     on_oversize = None  # on_oversize(topic, size)
+    _dial = None  # the connect attempt under way (dial.Dial): poll() goes on with it
 
 
     def __init__(self, client_id, server, port=0, version=5, user=None, password=None,
@@ -98,11 +101,25 @@ class MQTTClient(Receiver, Aliases, Publisher):
         (True when the server resumed our session). Raises ServerError when
         refused, OSError on network trouble or when the TCP connect, TLS
         handshake and CONNACK took more than timeout_ms together (0: the
-        constructor's)."""
+        constructor's). Blocks for the whole attempt (a connect attempt
+        poll() or ensure_connected() had under way is dropped)."""
         if clean is not None:
             self.clean = clean
+        return MQTTClient._up(self, None, clean, timeout_ms)
+
+    def _up(self, d, clean=None, timeout_ms=0):
+        """Connect by lite's connect() (d None) or read the CONNACK attempt
+        d (a dial.Dial) brought; keep what the client keeps of it."""
         try:
-            sp = Publisher.connect(self, clean, None, timeout_ms)
+            if d is None:
+                sp = Publisher.connect(self, clean, None, timeout_ms)
+            else:  # d.step() made its socket the link
+                try:
+                    self.packet(self._read())  # the CONNACK: the core's handling
+                except BaseException:
+                    self.close()
+                    raise
+                sp = bool(self.sp)
         except ServerError:
             self.connack_props = self.keep(2)  # refused: its reason string is there
             raise
@@ -112,45 +129,75 @@ class MQTTClient(Receiver, Aliases, Publisher):
     def ensure_connected(self, timeout_ms=-1):
         """Connect if the link is down, with bounded exponential backoff
         between attempts (reconnect=False: one attempt, its error raised).
-        Waits up to timeout_ms (-1: until connected; 0: one attempt if one is
-        due), backoff included, and starts no attempt after it. An attempt
-        (TCP connect, TLS handshake, CONNACK) is cut to what is left of
-        timeout_ms, and takes at most the constructor's timeout_ms (so with
-        -1 or 0, up to that when the server's host does not answer; a
-        refused connection fails at once). True when connected, False when
-        the time ran out (the backoff goes on at the next call). Stored QoS
-        1/2 messages are resent by the session. A refusal no retry mends
-        raises at once (fatal())."""
+        Waits up to timeout_ms (-1: until connected; 0: no wait at all),
+        backoff included, and starts no attempt after it. An attempt (TCP
+        connect, TLS handshake, CONNECT, CONNACK) runs without blocking and
+        carries over from call to call: each call advances it for what it
+        has of timeout_ms (0: one step that does not wait), so calls
+        shorter than a whole attempt still connect. An attempt fails (as a
+        refused connection does at once) when it has taken the
+        constructor's timeout_ms; the backoff then runs from its end.
+        True when connected, False when the time ran out (the attempt and
+        the backoff go on at the next call). Stored QoS 1/2 messages are
+        resent by the session. A refusal no retry mends raises at once
+        (fatal()). Not bounded: the name lookup of server (an address, or
+        a name the resolver has cached, takes none) and one step of a TLS
+        handshake's computation (on MicroPython mbedTLS does each in one
+        call)."""
         t0 = ticks_ms()
         while not self.up:
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
-            wait = self.retry_ms - ticks_diff(ticks_ms(), self.attempt_at)
-            if wait > 0:  # backing off
-                if 0 <= left < wait:
-                    if left:
-                        sleep_ms(left)
+            if left < 0 <= timeout_ms:
+                left = 0
+            d = self._dial
+            if d is None:
+                wait = self.retry_ms - ticks_diff(ticks_ms(), self.attempt_at)
+                if wait > 0:  # backing off
+                    if 0 <= left < wait:
+                        if left:
+                            sleep_ms(left)
+                        return False
+                    sleep_ms(wait)
+                    continue
+                if timeout_ms > 0 and not left:
                     return False
-                sleep_ms(wait)
-                continue
-            if timeout_ms > 0 and left <= 0:
-                return False
             try:
-                sp = self.connect(None, min(left, self.timeout) if left > 0 else 0)
+                if d is None:
+                    self.close()
+                    from .dial import Dial  # kept once loaded
+                    d = self._dial = Dial(self)
+                if not d.step(self, left):
+                    return False  # under way: the next call goes on with it
+                self._dial = None
+                sp = MQTTClient._up(self, d)
             except (OSError, MQTTError, ServerError) as e:
                 if e is self._cbe:
                     raise  # a callback's error, not the link's
+                self.close()
                 self.last_error = e
                 if not self.reconnect or self.fatal(e):
                     raise
                 self.attempt_at = ticks_ms()
                 self.retry_ms = min(self.retry_ms * 2, self.backoff_max) or self.backoff_min
                 continue
+            except BaseException:
+                self.close()
+                raise
             self.attempt_at = ticks_ms()
             self.retry_ms = 0
             if not sp:  # no session: subscribe again; the acks come to on_suback
                 for f, opts, props in self.subscriptions:
                     self._sub(((f, opts),), props, False)
         return True
+
+    def close(self):
+        """Close the link without DISCONNECT (and drop a connect attempt
+        under way); the session is kept."""
+        d = self._dial
+        if d is not None:
+            self._dial = None
+            d.s.close()
+        Core.close(self)
 
     def fatal(self, e):
         """True for a connect error no retry mends: the server refused our
@@ -166,8 +213,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
         for the first packet) and keep-alive. Returns the type of the last
         packet handled, or 0. A broken link raises unless reconnect=True:
         then it reconnects within what is left of timeout_ms (backoff
-        included; see ensure_connected()). A server DISCONNECT leaves its
-        reason in disconnect_reason, its properties in disconnect_props."""
+        included), the connect attempt carried over from call to call (each
+        poll(t) advances it for at most t, poll(0) by one step that does not
+        wait: see ensure_connected()), so short polls still reconnect. A
+        server DISCONNECT leaves its reason in disconnect_reason, its
+        properties in disconnect_props."""
         t0 = ticks_ms()
         try:
             if self.sock is not None or not self.reconnect:
@@ -253,7 +303,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if self.in_callback or timeout_ms >= 0 and left <= 0:
                 return pid
-            self.poll(left)  # all that is left: a reconnect inside is cut to it
+            self.poll(left)  # all that is left: a reconnect inside goes on at the next
 
     # the wait for a free slot is publish()'s own (above), timed over all
     # its tries: the core's answer, FULL, not lite's room()
@@ -351,6 +401,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
         Property) and session_expiry, a new Session Expiry Interval for the
         session the server keeps: not above 0 if the CONNECT's was 0
         [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
+        if self._dial is not None:
+            self.close()  # an attempt under way: nothing to say DISCONNECT on
         if self.v == 4 or props is None and session_expiry is None:
             return Core.disconnect(self, reason)
         from .cprops import disconnect

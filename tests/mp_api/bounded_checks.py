@@ -1,18 +1,22 @@
-"""A connect attempt made inside poll(t) / ensure_connected(t) is cut to the
-time left of t, also against a host that does not answer (it accepts TCP and
-says nothing, or never accepts); the socket then has the client's timeout_ms
-again for its reads. The blocking client (its attempt bound) and the asyncio
+"""poll(t) / ensure_connected(t) return within t, also while a connect
+attempt is under way: the attempt (TCP connect, TLS handshake, CONNECT,
+CONNACK) runs without blocking and carries over from call to call, so calls
+shorter than an attempt still connect; the attempt as a whole is bounded by
+the client's timeout_ms, also against a host that does not answer (it
+accepts TCP and says nothing, or never accepts); the socket then has the
+client's timeout_ms again for its reads. The blocking client and the asyncio
 client (one connect() within timeout_ms). Runs unchanged under CPython
 (tests/test_bounded_connect.py) and the MicroPython unix port (mp_run.py).
 Plain asserts only; no f-strings."""
-from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff
+from frugalmqtt.client import MQTTClient, ticks_ms, ticks_diff, sleep_ms
 
 TIMEOUT_MS = 5000  # the client's: far above every bound tried here
+ATTEMPT_MS = 1500  # the client's timeout_ms where an attempt is to run out
 
 
-def _client(host, port, cid, version, ca=None):
+def _client(host, port, cid, version, ca=None, timeout_ms=TIMEOUT_MS):
     """ca: the CA's file, for TLS (a path: the unix port takes no long argv)."""
-    return MQTTClient(cid, host, port, version=version, timeout_ms=TIMEOUT_MS,
+    return MQTTClient(cid, host, port, version=version, timeout_ms=timeout_ms,
                       backoff_ms=(50, 200), ssl={"cafile": ca} if ca else None)
 
 
@@ -22,15 +26,20 @@ def _took(fn, *a):
     return r, ticks_diff(ticks_ms(), t0)
 
 
-def _until_up(c, t, ms=10000):
-    """poll(t) until connected (each attempt cut to t); the number of polls."""
-    n = 0
+def _until_up(c, t, ms=10000, pause=0):
+    """poll(t) until connected (the attempt carried from poll to poll);
+    [polls, the longest poll in ms]. pause: ms slept between polls."""
+    n = worst = 0
     t0 = ticks_ms()
     while not c.up:
         assert ticks_diff(ticks_ms(), t0) < ms, "not connected: %r" % (c.last_error,)
-        c.poll(t)
+        r, took = _took(c.poll, t)
+        assert r == 0 or c.up, r
+        worst = max(worst, took)
         n += 1
-    return n
+        if pause and not c.up:
+            sleep_ms(pause)
+    return [n, worst]
 
 
 def _wait_msgs(c, got, n, ms=8000):
@@ -41,29 +50,36 @@ def _wait_msgs(c, got, n, ms=8000):
 
 
 def blocking(host, port, tag, version, dead, ca=None):
-    """The full client, connected once, then pointed at each port of dead
-    (hosts that do not answer): poll(300) and ensure_connected(400) return
-    within their time. Pointed back at the broker, it reconnects inside
-    poll(100), so with a 100 ms attempt: a QoS 1 message to its own
-    subscription goes and comes back. Returns the longest each call took."""
+    """The full client (timeout_ms ATTEMPT_MS), connected once, then pointed
+    at each port of dead (hosts that do not answer): each poll(300) and
+    ensure_connected(400) returns within its time, while one attempt goes
+    on across them until it has taken ATTEMPT_MS and fails (ETIMEDOUT).
+    Pointed back at the broker, it reconnects in poll(100) calls: a QoS 1
+    message to its own subscription goes and comes back. Returns, per dead
+    port, the longest poll, the ensure_connected()'s time and the errno
+    of last_error."""
     t = tag.encode() + b"/d"
-    c = _client(host, port, tag + "-d", version, ca)
+    c = _client(host, port, tag + "-d", version, ca, ATTEMPT_MS)
     got = []
     c.on_message = lambda m: got.append(bytes(m.payload))
     c.connect()
     c.subscribe(t, 1)
-    c.close()
     out = {}
     for d in dead:
+        c.close()  # (also drops an attempt under way)
+        c.last_error = None
         c.port = d
         worst = 0
-        for _ in range(3):
+        t0 = ticks_ms()
+        while ticks_diff(ticks_ms(), t0) < ATTEMPT_MS + 500:
             r, ms = _took(c.poll, 300)
             assert r == 0 and not c.up, r
             worst = max(worst, ms)
         ok, ms = _took(c.ensure_connected, 400)
-        assert ok is False and c.last_error is not None
-        out[str(d)] = [worst, ms]
+        assert ok is False and not c.up
+        e = c.last_error
+        out[str(d)] = [worst, ms, e.args[0] if isinstance(e, OSError) else repr(e)]
+    c.close()
     c.port = port
     _until_up(c, 100)
     c.publish(t, b"after", 1)
@@ -74,9 +90,9 @@ def blocking(host, port, tag, version, dead, ca=None):
 
 
 def split_read(host, port, tag, version, ca=None):
-    """Connected inside poll(300) (a 300 ms attempt) to a server that sends
-    a PUBLISH in two parts 800 ms apart: it is read whole, so the socket
-    has timeout_ms again after the attempt (with ca: under TLS)."""
+    """Connected in poll(300) calls (the attempt non-blocking) to a server
+    that sends a PUBLISH in two parts 1.2 s apart: it is read whole, so the
+    socket has timeout_ms again after the attempt (with ca: under TLS)."""
     c = _client(host, port, tag + "-s", version, ca)
     got = []
     c.on_message = lambda m: got.append(bytes(m.payload))
@@ -134,3 +150,70 @@ def slow_connack(host, port, tag, version):
     out = {"flushed": flushed, "connects": c.connects, "left": c.n}
     c.disconnect()
     return out
+
+
+def late(host, port, tag, version, t, ca=None, pause=0):
+    """A server slow to answer (its handshake, its CONNACK: tests'
+    LatePeer) that drops the first connection after its CONNACK: the
+    client, polled with poll(t) (pause ms between polls), reconnects, each
+    poll within t, then a QoS 1 message goes (acknowledged) and the
+    server's echo comes back. Returns [polls, longest poll] for the
+    reconnect, what came back, the acks and connects."""
+    c = _client(host, port, tag + "-l", version, ca)
+    got = []
+    acked = []
+    c.on_message = lambda m: got.append(bytes(m.payload))
+    c.on_done = lambda pid, reason: acked.append(reason)
+    c.connect()
+    t0 = ticks_ms()
+    while c.up:  # until the server drops the link
+        assert ticks_diff(ticks_ms(), t0) < 5000
+        c.poll(t)
+    out = {"reconnect": _until_up(c, t, 10000, pause)}
+    c.publish(tag + "/l", b"after", 1)
+    t0 = ticks_ms()
+    while (not got or not acked) and ticks_diff(ticks_ms(), t0) < 5000:
+        c.poll(t)
+    out["got"] = [g.decode() for g in got]
+    out["acked"] = acked
+    out["connects"] = c.connects
+    c.disconnect()
+    return out
+
+
+def resubscribed(host, port, tag, version, t, ca=None):
+    """The broker (ca: over TLS): connected and subscribed, the link
+    closed, then reconnected in poll(t) calls; the subscription is made
+    again (no session) and a QoS 1 message to it comes back."""
+    topic = tag.encode() + b"/r"
+    c = _client(host, port, tag + "-r", version, ca)
+    got = []
+    c.on_message = lambda m: got.append(bytes(m.payload))
+    c.connect()
+    c.subscribe(topic, 1)
+    c.close()
+    out = {"reconnect": _until_up(c, t)}
+    c.publish(topic, b"after", 1)
+    _wait_msgs(c, got, 1)
+    out["got"] = [g.decode() for g in got]
+    out["connects"] = c.connects
+    c.disconnect()
+    return out
+
+
+def poll0(host, port, tag, version, ms):
+    """poll(0) calls against a host that does not answer, for ms: each
+    returns at once (the longest, in ms, returned) and the client stays
+    down; the attempt runs out after the client's timeout_ms."""
+    c = _client(host, port, tag + "-z", version, None, ATTEMPT_MS)
+    worst = n = 0
+    t0 = ticks_ms()
+    while ticks_diff(ticks_ms(), t0) < ms:
+        r, took = _took(c.poll, 0)
+        assert r == 0 and not c.up
+        worst = max(worst, took)
+        n += 1
+        sleep_ms(2)
+    e = c.last_error
+    c.close()
+    return {"worst": worst, "polls": n, "error": e.args[0] if isinstance(e, OSError) else repr(e)}

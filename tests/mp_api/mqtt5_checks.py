@@ -38,15 +38,16 @@ def _recorder(c, out):
 
 
 def _count_connects(c):
-    """Count c's connect attempts: a list whose item 0 is the count."""
+    """Count c's failed connect attempts, each judged by fatal() (raised at
+    once or retried): a list whose item 0 is the count."""
     tries = [0]
-    connect = c.connect
+    fatal = c.fatal
 
-    def counting(*a):
+    def counting(e):
         tries[0] += 1
-        return connect(*a)
+        return fatal(e)
 
-    c.connect = counting
+    c.fatal = counting
     return tries
 
 
