@@ -56,8 +56,8 @@ def attributes(pub):
             .select("*", F.row_number().over(w).cast("int").alias("attr")))
 
 
-def per_message(pub, rcv):
-    """One row per KEY from ONE aggregation over both inputs: the published
+def union(pub, rcv):
+    """Both inputs as rows of one narrow schema, for ONE aggregation: the published
     rows widened by the subscribers of their run (a broadcast join; a run
     with none gets NO_SUBSCRIBER) and the received rows, in one union
     shuffled once by PARTITION and grouped by KEY.
@@ -90,6 +90,13 @@ def per_message(pub, rcv):
         *KEY, F.col("t_recv_ms").alias("y"), (F.col("arrival") * 4 + F.col("qos")).alias("x"),
         (-(1 + F.col("dup").cast("int") + F.col("qos").cast("int") * 2
            + F.col("sub_qos").cast("int") * 8)).alias("code"))
+    return p.unionByName(r)
+
+
+def per_message(pub, rcv):
+    """One row per KEY (union(), grouped once; see there), with the
+    out-of-order flag of its first delivery and the published side's
+    runtime and fault profile."""
     got = F.col("code") < 0
     d = -F.col("code") - 1
 
@@ -99,7 +106,7 @@ def per_message(pub, rcv):
     def pub_(c):
         return F.when(~got, c)
 
-    m = (p.unionByName(r).repartition(*PARTITION).groupBy(*KEY).agg(
+    m = (union(pub, rcv).repartition(*PARTITION).groupBy(*KEY).agg(
         F.max(pub_(F.col("code"))).alias("pc"),
         F.max(pub_(F.col("y"))).alias("t_pub_ms"),
         F.max(pub_(F.col("x"))).alias("expiry_s"),
@@ -110,7 +117,8 @@ def per_message(pub, rcv):
         F.max(rcv_(F.col("y"))).alias("last_recv_ms"),
         F.max(rcv_(F.shiftright(d, 1).bitwiseAND(3))).alias("recv_qos"),
         F.max(rcv_(F.shiftright(d, 3))).alias("recv_sub_qos")))
-    before = (Window.partitionBy("run_id", "subscriber", "device", "topic", "first_qos")
+    # device first: a sort key's 8-byte prefix then tells most rows apart
+    before = (Window.partitionBy("device", "topic", "first_qos", "subscriber", "run_id")
               .orderBy("first").rowsBetween(Window.unboundedPreceding, -1))
     m = m.withColumn("first_qos", F.col("first").bitwiseAND(3)).withColumn(
         "out_of_order", (F.col("deliveries") > 0) & F.coalesce(
