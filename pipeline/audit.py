@@ -9,15 +9,18 @@ the tables are the same sums over different keys. `qos` is the delivery QoS,
 the lower of the published QoS and the subscription's QoS: the guarantee
 that applies.
 
-How it runs (one Spark query; explain() shows it): the received rows are
-shuffled once by (run, device) and grouped per KEY in a hash aggregation,
-the first delivery taken with min_by; one sort serves the arrival-order
-window. The published rows, widened by the few subscribers (a broadcast
-join; the subscriber list is a three-column scan of the received rows), are
-shuffled once by (run, device) too, so the full outer join on KEY hashes
-each partition and moves no rows. The facts fold into a histogram (one row
-per latency value and key), and every level is one GROUPING SETS query over
-it with exact percentiles by frequency.
+How it runs (one Spark query; explain() shows it): the published rows,
+widened by the few subscribers of their run (a broadcast join; the
+subscriber list is a three-column scan of the received rows), and the
+received rows go into ONE union of narrow rows (union()), shuffled once by
+(run, device) and grouped once per KEY in a hash aggregation: published
+values pass through max(), deliveries are counted and the first one taken
+with min_by; no join. The runtime and fault profile ride through it as a
+dense int code (a hash aggregation keeps only fixed-width values; the codes
+come from a two-column scan of the published rows, broadcast). One sort
+over the same partitions serves the arrival-order window. The facts fold
+into a histogram (one row per latency value and key), and every level is
+one GROUPING SETS query over it with exact percentiles by frequency.
 """
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -57,10 +60,10 @@ def attributes(pub):
 
 
 def union(pub, rcv):
-    """Both inputs as rows of one narrow schema, for ONE aggregation: the published
-    rows widened by the subscribers of their run (a broadcast join; a run
-    with none gets NO_SUBSCRIBER) and the received rows, in one union
-    shuffled once by PARTITION and grouped by KEY.
+    """Both inputs as rows of one narrow schema, for per_message()'s ONE
+    aggregation: the published rows widened by the subscribers of their run
+    (a broadcast join; a run with none gets NO_SUBSCRIBER) and the received
+    rows that name a device and seq.
 
     The union's rows are narrow (what a shuffle writes and the aggregation
     buffers is most of the audit's cost): besides KEY, two longs and one
@@ -70,12 +73,7 @@ def union(pub, rcv):
     arrival counter is unique per subscriber, so the lowest x is the first
     delivery, its QoS in the low bits), code = -(1 + dup + 2*QoS +
     8*subscription QoS). A message is published at most once (its identity
-    is MESSAGE), so each KEY holds at most one published row: its values
-    pass through max(); the deliveries are counted and the first one taken
-    with min_by. Whether the first delivery came out of order is judged by
-    the arrival counter within one device's topic and QoS (the scope MQTT
-    orders), first deliveries only (a window over the same partitions: one
-    sort)."""
+    is MESSAGE), so each KEY holds at most one published row."""
     promised = (((F.col("qos") == 0) & (F.col("outcome") == "sent"))
                 | ((F.col("qos") >= 1) & (F.col("outcome") == "acked")))
     p = (pub.join(F.broadcast(subscribers(rcv)), "run_id", "left")
@@ -94,9 +92,13 @@ def union(pub, rcv):
 
 
 def per_message(pub, rcv):
-    """One row per KEY (union(), grouped once; see there), with the
-    out-of-order flag of its first delivery and the published side's
-    runtime and fault profile."""
+    """One row per KEY: union() shuffled once by PARTITION and grouped once
+    by KEY. The published row's values pass through max(); the deliveries
+    are counted and the first one (lowest arrival) taken with min_by.
+    Whether the first delivery came out of order is judged by the arrival
+    counter within one device's topic and QoS (the scope MQTT orders),
+    first deliveries only (a window over the same partitions: one sort).
+    The published side's runtime and fault profile are decoded last."""
     got = F.col("code") < 0
     d = -F.col("code") - 1
 

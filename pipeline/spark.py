@@ -64,7 +64,6 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         # the join's hash maps, in back-to-back runs).
         small_input = input_bytes and input_bytes < SMALL_INPUT
         jvm = " -XX:TieredStopAtLevel=1" if small_input else " -Xms2g"
-        jvm += os.environ.get("P16_JVM", "")
         cores = os.cpu_count() or 1
         parts = 16 * cores
         if input_bytes:  # about 8 MB of Parquet per partition, at least 4 per core
