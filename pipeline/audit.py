@@ -9,15 +9,18 @@ the tables are the same sums over different keys. `qos` is the delivery QoS,
 the lower of the published QoS and the subscription's QoS: the guarantee
 that applies.
 
-How it runs (one Spark query; explain() shows it): the received rows are
-shuffled once by (run, device) and grouped per KEY in a hash aggregation,
-the first delivery taken with min_by; one sort serves the arrival-order
-window. The published rows, widened by the few subscribers (a broadcast
-join; the subscriber list is a three-column scan of the received rows), are
-shuffled once by (run, device) too, so the full outer join on KEY hashes
-each partition and moves no rows. The facts fold into a histogram (one row
-per latency value and key), and every level is one GROUPING SETS query over
-it with exact percentiles by frequency.
+How it runs (one Spark query; explain() shows it): the published rows,
+widened by the few subscribers of their run (a broadcast join; the
+subscriber list is a three-column scan of the received rows), and the
+received rows go into ONE union of narrow rows (union()), shuffled once by
+(run, device) and grouped once per KEY in a hash aggregation: published
+values pass through max(), deliveries are counted and the first one taken
+with min_by; no join. The runtime and fault profile ride through it as a
+dense int code (a hash aggregation keeps only fixed-width values; the codes
+come from a two-column scan of the published rows, broadcast). One sort
+over the same partitions serves the arrival-order window. The facts fold
+into a histogram (one row per latency value and key), and every level is
+one GROUPING SETS query over it with exact percentiles by frequency.
 """
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -46,44 +49,90 @@ def subscribers(rcv):
     return rcv.groupBy("run_id", "subscriber").agg(F.max("sub_qos").alias("sub_qos"))
 
 
-def expected(pub, rcv):
-    """One row per expected delivery: each published message x each
-    subscriber of its run, partitioned by PARTITION (the published rows are
-    shuffled first, so their scan need not wait for the subscriber list)."""
-    return (pub.repartition(*PARTITION).join(F.broadcast(subscribers(rcv)), "run_id", "left")
-            .select("run_id", F.coalesce("subscriber", F.lit(NO_SUBSCRIBER)).alias("subscriber"),
-                    "device", "topic", "seq", "runtime", "fault_profile", "outcome", "t_pub_ms",
-                    "expiry_s", F.col("qos").alias("pub_qos"), "sub_qos"))
+def attributes(pub):
+    """The (runtime, fault_profile) pairs of the published rows, each with a
+    dense int code `attr`: a few rows from a narrow scan, broadcast. The one
+    aggregation of the audit carries the code (a hash aggregation keeps only
+    fixed-width values in its buffers), the facts the names."""
+    w = Window.orderBy("runtime", "fault_profile")
+    return (pub.select("runtime", "fault_profile").distinct()
+            .select("*", F.row_number().over(w).cast("int").alias("attr")))
 
 
-def received_per_message(rcv):
-    """Per KEY: deliveries, DUP-flagged ones, the first arrival (min_by the
-    arrival counter), the last delivery's time and whether the first delivery
-    came out of order. Order is judged by the arrival counter within one
-    device's topic and QoS (the scope MQTT orders), first deliveries only."""
-    m = (rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull())
-         .repartition(*PARTITION)
-         .groupBy(*KEY).agg(
-             F.count(F.lit(1)).alias("deliveries"),
-             F.sum(F.col("dup").cast("int")).alias("dup_flagged"),
-             F.min("arrival").alias("first_arrival"),
-             F.min_by("t_recv_ms", "arrival").alias("first_recv_ms"),
-             F.min_by("qos", "arrival").alias("first_qos"),
-             F.max("t_recv_ms").alias("last_recv_ms"),
-             F.max("qos").alias("recv_qos"),
-             F.max("sub_qos").alias("recv_sub_qos")))
-    before = (Window.partitionBy("run_id", "subscriber", "device", "topic", "first_qos")
-              .orderBy("first_arrival").rowsBetween(Window.unboundedPreceding, -1))
-    return m.withColumn("out_of_order",
-                        F.coalesce(F.col("seq") < F.max("seq").over(before), F.lit(False)))
+def union(pub, rcv):
+    """Both inputs as rows of one narrow schema, for per_message()'s ONE
+    aggregation: the published rows widened by the subscribers of their run
+    (a broadcast join; a run with none gets NO_SUBSCRIBER) and the received
+    rows that name a device and seq.
+
+    The union's rows are narrow (what a shuffle writes and the aggregation
+    buffers is most of the audit's cost): besides KEY, two longs and one
+    int code whose sign tells the sides apart. A published row: y = t_pub_ms,
+    x = expiry_s, code = attr*64 + promised*16 + subscription QoS (3: none)*4
+    + published QoS. A received row: y = t_recv_ms, x = arrival*4 + QoS (the
+    arrival counter is unique per subscriber, so the lowest x is the first
+    delivery, its QoS in the low bits), code = -(1 + dup + 2*QoS +
+    8*subscription QoS). A message is published at most once (its identity
+    is MESSAGE), so each KEY holds at most one published row."""
+    promised = (((F.col("qos") == 0) & (F.col("outcome") == "sent"))
+                | ((F.col("qos") >= 1) & (F.col("outcome") == "acked")))
+    p = (pub.join(F.broadcast(subscribers(rcv)), "run_id", "left")
+         .join(F.broadcast(attributes(pub)), ["runtime", "fault_profile"]))
+    p = p.select("run_id", F.coalesce("subscriber", F.lit(NO_SUBSCRIBER)).alias("subscriber"),
+                 "device", "topic", "seq", F.col("t_pub_ms").alias("y"),
+                 F.col("expiry_s").cast("long").alias("x"),
+                 (F.col("attr") * 64 + promised.cast("int") * 16
+                  + F.coalesce(F.col("sub_qos").cast("int"), F.lit(3)) * 4
+                  + F.col("qos").cast("int")).alias("code"))
+    r = rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull()).select(
+        *KEY, F.col("t_recv_ms").alias("y"), (F.col("arrival") * 4 + F.col("qos")).alias("x"),
+        (-(1 + F.col("dup").cast("int") + F.col("qos").cast("int") * 2
+           + F.col("sub_qos").cast("int") * 8)).alias("code"))
+    return p.unionByName(r)
 
 
 def per_message(pub, rcv):
-    """Expected deliveries and received messages side by side (full outer
-    join on KEY; both sides are already partitioned by PARTITION, so the
-    join hashes each partition and moves no rows)."""
-    return expected(pub, rcv).join(received_per_message(rcv).hint("shuffle_hash"), KEY,
-                                   "full_outer")
+    """One row per KEY: union() shuffled once by PARTITION and grouped once
+    by KEY. The published row's values pass through max(); the deliveries
+    are counted and the first one (lowest arrival) taken with min_by.
+    Whether the first delivery came out of order is judged by the arrival
+    counter within one device's topic and QoS (the scope MQTT orders),
+    first deliveries only (a window over the same partitions: one sort).
+    The published side's runtime and fault profile are decoded last."""
+    got = F.col("code") < 0
+    d = -F.col("code") - 1
+
+    def rcv_(c):
+        return F.when(got, c)
+
+    def pub_(c):
+        return F.when(~got, c)
+
+    m = (union(pub, rcv).repartition(*PARTITION).groupBy(*KEY).agg(
+        F.max(pub_(F.col("code"))).alias("pc"),
+        F.max(pub_(F.col("y"))).alias("t_pub_ms"),
+        F.max(pub_(F.col("x"))).alias("expiry_s"),
+        F.count(rcv_(F.lit(1))).alias("deliveries"),
+        F.sum(rcv_(d.bitwiseAND(1))).alias("dup_flagged"),
+        F.min(rcv_(F.col("x"))).alias("first"),
+        F.min_by("y", rcv_(F.col("x"))).alias("first_recv_ms"),
+        F.max(rcv_(F.col("y"))).alias("last_recv_ms"),
+        F.max(rcv_(F.shiftright(d, 1).bitwiseAND(3))).alias("recv_qos"),
+        F.max(rcv_(F.shiftright(d, 3))).alias("recv_sub_qos")))
+    # device first: a sort key's 8-byte prefix then tells most rows apart
+    before = (Window.partitionBy("device", "topic", "first_qos", "subscriber", "run_id")
+              .orderBy("first").rowsBetween(Window.unboundedPreceding, -1))
+    m = m.withColumn("first_qos", F.col("first").bitwiseAND(3)).withColumn(
+        "out_of_order", (F.col("deliveries") > 0) & F.coalesce(
+            F.col("seq") < F.max("seq").over(before), F.lit(False)))
+    sub = F.shiftright("pc", 2).bitwiseAND(3)
+    m = m.select(*KEY, F.shiftright("pc", 6).alias("attr"), "t_pub_ms", "expiry_s",
+                 F.col("pc").bitwiseAND(3).alias("pub_qos"),
+                 F.when(sub < 3, sub).alias("sub_qos"),
+                 (F.shiftright("pc", 4).bitwiseAND(1) == 1).alias("promised"),
+                 "deliveries", "dup_flagged", "first_recv_ms", "last_recv_ms", "recv_qos",
+                 "recv_sub_qos", "out_of_order")
+    return m.join(F.broadcast(attributes(pub)), "attr", "left")
 
 
 def facts(pub, rcv, expiry_slack_ms=1000):
@@ -94,9 +143,7 @@ def facts(pub, rcv, expiry_slack_ms=1000):
     late_expiry: delivered after t_pub + Message Expiry Interval + slack
     (brokers count expiry in whole seconds, hence the slack)."""
     published = F.col("pub_qos").isNotNull()
-    n = F.coalesce(F.col("deliveries"), F.lit(0))
-    promised = (((F.col("pub_qos") == 0) & (F.col("outcome") == "sent"))
-                | ((F.col("pub_qos") >= 1) & (F.col("outcome") == "acked")))
+    n = F.col("deliveries")
     deadline = F.col("t_pub_ms") + F.col("expiry_s").cast("long") * 1000 + expiry_slack_ms
     return per_message(pub, rcv).select(
         *KEY,
@@ -105,12 +152,12 @@ def facts(pub, rcv, expiry_slack_ms=1000):
         F.coalesce("runtime", F.lit(UNKNOWN)).alias("runtime"),
         F.coalesce("fault_profile", F.lit(UNKNOWN)).alias("fault_profile"),
         published.alias("published"),
-        F.coalesce(published & promised, F.lit(False)).alias("promised"),
+        F.coalesce(published & F.col("promised"), F.lit(False)).alias("promised"),
         (n > 0).alias("delivered"),
-        F.coalesce(published & promised & (n == 0), F.lit(False)).alias("lost"),
+        F.coalesce(published & F.col("promised") & (n == 0), F.lit(False)).alias("lost"),
         F.greatest(n - 1, F.lit(0)).alias("duplicates"),
         F.coalesce("dup_flagged", F.lit(0)).cast("long").alias("dup_flagged"),
-        F.coalesce("out_of_order", F.lit(False)).alias("out_of_order"),
+        F.col("out_of_order"),
         F.coalesce(published & (n > 0) & (F.col("last_recv_ms") > deadline),
                    F.lit(False)).alias("late_expiry"),
         (F.col("first_recv_ms") - F.col("t_pub_ms")).alias("latency_ms"),

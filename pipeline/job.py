@@ -2,9 +2,11 @@
 gaps, write the report. Runs the same under `python -m pipeline audit` and
 spark-submit (only the master changes).
 
-No large frame comes to the driver. The published rows are read once; the
-received rows three times (the subscriber list, three columns, broadcast
-inside the audit query; the audit; the telemetry). The telemetry,
+No large frame comes to the driver. The published rows are read once (and
+two of their columns once more: the audit's runtime and fault-profile
+codes, broadcast); the received rows three times (the subscriber list,
+three columns, broadcast inside the audit query; the audit; the telemetry).
+The audit groups one union of both inputs, shuffled once: no join. The telemetry,
 deduplicated per message, partitioned by (run, device) and sorted for the
 gaps pass (analytics.telemetry, _cache_telemetry), is the one thing cached:
 the gaps, the windows and the report's series read it, none shuffles or

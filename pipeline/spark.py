@@ -55,7 +55,7 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         # One machine: Spark's 200 shuffle partitions are 200 tiny tasks per
         # stage (5-15x slower here). Up to 16 per core, fewer for a small
         # input (a cached partition is never merged by AQE, and every task
-        # over it costs): at 1e7 rows the hash join's build side per task
+        # over it costs): at 1e7 rows the audit's hash aggregation per task
         # stays well inside the heap. Shuffle files stay in the page cache:
         # compressing them only costs CPU. The throughput collector beats G1
         # on a batch job this size. A small input gets a JVM that compiles
