@@ -100,23 +100,34 @@ def dead():
     f.close()
 
 
-class SplitPeer(Server):
-    """A server (TLS with certs) that answers each CONNECT with a CONNACK
-    and then sends a QoS 0 PUBLISH in two parts, `gap` seconds apart."""
+class Peer(Server):
+    """A server that serves each connection in a thread of its own,
+    _serve(s, k) (k: the connection's number, `conns` so far), over TLS when
+    certs are given."""
 
-    def __init__(self, version, gap, certs=None):
+    def __init__(self, version, certs=None):
         self.ctx = None
         if certs:
             self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             self.ctx.load_cert_chain(str(certs / "srv.crt"), str(certs / "srv.key"))
         self.v5 = version == 5
-        self.gap = gap
+        self.conns = 0
         Server.__init__(self)
 
     def handle(self, s):
-        threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+        threading.Thread(target=self._serve, args=(s, self.conns), daemon=True).start()
+        self.conns += 1
 
-    def _serve(self, s):
+
+class SplitPeer(Peer):
+    """A server (TLS with certs) that answers each CONNECT with a CONNACK
+    and then sends a QoS 0 PUBLISH in two parts, `gap` seconds apart."""
+
+    def __init__(self, version, gap, certs=None):
+        self.gap = gap
+        Peer.__init__(self, version, certs)
+
+    def _serve(self, s, k):
         try:
             s.settimeout(10)
             if self.ctx:
@@ -136,19 +147,11 @@ class SplitPeer(Server):
             s.close()
 
 
-class SlowPeer(Server):
+class SlowPeer(Peer):
     """A server that answers each CONNECT 300 ms late and ends its first
     connection at the first PUBLISH; later ones get their PUBACK. `conns`:
     the connections it answered."""
 
-    def __init__(self, version):
-        self.v5 = version == 5
-        self.conns = 0
-        Server.__init__(self)
-
-    def handle(self, s):
-        threading.Thread(target=self._serve, args=(s, self.conns), daemon=True).start()
-        self.conns += 1
 
     def _serve(self, s, k):
         try:
@@ -189,7 +192,7 @@ def _packet(s):
     return first, take(n)
 
 
-class LatePeer(Server):
+class LatePeer(Peer):
     """A server slow to answer: with certs, its TLS handshake starts
     `hs_delay` s after the TCP accept; each CONNACK comes `delay` s after
     the CONNECT. It ends its first connection 0.2 s after the CONNACK; on
@@ -197,19 +200,9 @@ class LatePeer(Server):
     back at QoS 0 on the same topic. `conns`: the connections it took."""
 
     def __init__(self, version, delay, certs=None, hs_delay=0):
-        self.ctx = None
-        if certs:
-            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            self.ctx.load_cert_chain(str(certs / "srv.crt"), str(certs / "srv.key"))
-        self.v5 = version == 5
         self.delay = delay
         self.hs_delay = hs_delay
-        self.conns = 0
-        Server.__init__(self)
-
-    def handle(self, s):
-        threading.Thread(target=self._serve, args=(s, self.conns), daemon=True).start()
-        self.conns += 1
+        Peer.__init__(self, version, certs)
 
     def _serve(self, s, k):
         try:
