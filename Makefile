@@ -68,8 +68,8 @@ java:
 	fi
 
 # Most tests wait on brokers, devices and JVMs rather than compute: three
-# pytest-xdist workers on 2 cores, a file at a time, the pipeline's files
-# on one worker (tests/conftest.py).
+# pytest-xdist workers on 2 cores, a file at a time, the tests that share
+# the one SparkSession on one worker (tests/conftest.py).
 test:
 	$(PYTEST) -q -n 3 --dist loadgroup tests
 

@@ -85,13 +85,13 @@ def broker(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     # `make test` runs the tests in parallel (pytest-xdist, --dist loadgroup)
     # a file at a time: the device tests of a file share its state in order,
-    # as they do on the board. The pipeline's files all go to one worker, so
-    # they share its one local SparkSession and two JVMs never compete for
-    # the 2 cores.
+    # as they do on the board. The tests that use the one local SparkSession
+    # (the `spark` fixture) all go to one worker, which starts it once; the
+    # pipeline tests that start JVMs of their own (spark-submit, a cluster,
+    # the CLI) go a file at a time like the rest.
     for item in items:
-        name = item.fspath.basename
-        item.add_marker(pytest.mark.xdist_group(
-            "spark" if name.startswith("test_pipeline_") else name))
+        spark = "spark" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("spark" if spark else item.fspath.basename))
 
 
 @pytest.fixture(scope="session")
