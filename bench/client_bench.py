@@ -368,8 +368,8 @@ def heap_args(profile):
     """The heap run of a frugalmqtt profile: script and its arguments."""
     if profile == "lite":  # its own script, as small as a device's main.py
         return ("heap_lite", N_HEAP)
-    if profile == "telemetry":  # the same script: Telemetry with an outbox
-        return ("heap_lite", N_HEAP, 5, "telem")
+    if profile == "telemetry":  # Telemetry with an outbox, its own script too
+        return ("heap_telem", N_HEAP, 5)
     return ("heap", profile, N_HEAP)
 
 

@@ -201,7 +201,7 @@ def measure_lib(lib, mp, image, log):
 HEAP_RUN = {
     "frugalmqtt": ("heap", "pub", cb.N_HEAP, 4),
     LITE: ("heap_lite", cb.N_HEAP, 4),
-    TELEM: ("heap_lite", cb.N_HEAP, 4, "telem"),
+    TELEM: ("heap_telem", cb.N_HEAP, 4),
     "umqtt.simple": ("heap_umqtt", cb.N_HEAP, "simple"),
     "umqtt.robust": ("heap_umqtt", cb.N_HEAP, "robust"),
     "umqtt.simple2": ("heap_simple2", cb.N_HEAP),
@@ -508,7 +508,7 @@ NOTES = """## How it was measured
   max_packet=128, measured the same way; its smallest-heap run is `bench/mp/heap_lite.py`.
 - frugalmqtt.telem: the telemetry profile, `frugalmqtt.telem.Telemetry` with an
   `frugalmqtt.outbox.Outbox` (a fresh 8 KB file), slots=8 max_packet=128, measured
-  the same way (`bench/mp/mqttlibs.py` `telemetry()`); smallest heap: `bench/mp/heap_lite.py` with `telem`.
+  the same way (`bench/mp/mqttlibs.py` `telemetry()`); smallest heap: `bench/mp/heap_telem.py`.
   Its import row, like lite's, holds what the heap run imports (telem and
   outbox; a 5.0 device that sends PUBLISH properties adds liteprops, which
   `make bench` reports beside it).
@@ -533,7 +533,7 @@ NOTES = """## How it was measured
 - Smallest heap: `-X heapsize` bisected in %(step)d-byte steps, confirmed by two more
   passing runs, over connect + 1000 QoS 1 publishes all acknowledged, each
   library by a script of its own as small as a device's main.py, importing
-  that library alone (`bench/mp/heap.py`, `heap_lite.py`, `heap_umqtt.py`,
+  that library alone (`bench/mp/heap.py`, `heap_lite.py`, `heap_telem.py`, `heap_umqtt.py`,
   `heap_simple2.py`, `heap_mqttas.py`). Below the result: %(heap_why)s
 - ROMFS rows: the same with the library's modules in a ROMFS image (`tools/romfs.py`)
   mounted by `bench/mp/romrun.py` at /rom, /rom/lib first on `sys.path`, as firmware

@@ -164,7 +164,7 @@ def connect(lib, cid, host, port):
 
 def telemetry(cid, host, port, version):
     """The telemetry profile: telem.Telemetry with an outbox (a fresh 8 KB
-    file), sized as lite's runs (heap_lite.py's telem run), connected."""
+    file), sized as lite's runs (heap_telem.py's run), connected."""
     import os
     from frugalmqtt.telem import Telemetry
     from frugalmqtt.outbox import Outbox
