@@ -82,21 +82,11 @@ def broker(tmp_path_factory):
 
 # --- Spark --------------------------------------------------------------------
 
-def pytest_collection_modifyitems(config, items):
-    # `make test` runs the tests in parallel (pytest-xdist, --dist loadgroup)
-    # a file at a time: the device tests of a file share its state in order,
-    # as they do on the board. The tests that use the one local SparkSession
-    # (the `spark` fixture) all go to one worker, which starts it once; the
-    # pipeline tests that start JVMs of their own (spark-submit, a cluster,
-    # the CLI) go a file at a time like the rest.
-    for item in items:
-        spark = "spark" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("spark" if spark else item.fspath.basename))
-
-
 @pytest.fixture(scope="session")
 def spark():
-    """One local SparkSession for every Spark test (starting one costs ~15 s)."""
+    """One local SparkSession for the Spark tests of a worker process
+    (starting one costs ~15 s; each pytest-xdist worker that runs one starts
+    its own)."""
     from pipeline.spark import session
     s = session("local[2]", app="frugalmqtt-tests", small=True)
     yield s
