@@ -152,7 +152,6 @@ class SlowPeer(Peer):
     connection at the first PUBLISH; later ones get their PUBACK. `conns`:
     the connections it answered."""
 
-
     def _serve(self, s, k):
         try:
             s.settimeout(10)
