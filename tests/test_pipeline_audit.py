@@ -148,6 +148,27 @@ def test_tumbling_windows_per_sensor(tables):
     assert ("r1", "dX", t0) in h and ("r1", None, t0) not in h
 
 
+
+def test_batch_windows_are_the_stream_windows(tables, spark):
+    """The job's windows (keyed by the start in ms) and F.window's (the
+    stream's): the same rows, boundaries and timestamps before 1970 too."""
+    from pyspark.sql import functions as F
+    tel = analytics.telemetry(tables[1])
+    edge = spark.createDataFrame(
+        [("r", "d", "t", t, float(i)) for i, t in enumerate(
+            [-3600001, -120000, -60001, -60000, -1, 0, 59999, 60000, T0 - 1, T0])],
+        "run_id string, device string, sensor string, ms long, value double"
+    ).select("run_id", "device", "sensor", "value", F.timestamp_millis("ms").alias("ts"))
+    for t in (tel, edge):
+        for w in ("1m", "1h", "90s", "1d"):
+            got = analytics.batch_windows(t, w)
+            assert got.columns == analytics.WINDOW_COLUMNS
+            assert got.schema == analytics.windows(t, w).schema
+            assert sorted(got.collect()) == sorted(analytics.windows(t, w).collect())
+    assert analytics.width_ms("90s") == 90000 and analytics.width_ms("2h") == 7200000
+    with pytest.raises(ValueError):
+        analytics.width_ms("5x")
+
 def test_sequence_gaps(tables):
     g = sorted(tuple(x) for x in analytics.gaps(analytics.telemetry(tables[1])).collect())
     assert g == [("r1", "d3", "temp", 1, 1, 1), ("r2", "e1", "temp", 2, 3, 2)]
