@@ -56,22 +56,25 @@ def windows(tel, width):
                     F.col("w.end").alias("end"), "count", "min", "max", "mean"))
 
 
-def batch_windows(tel, width):
-    """windows() for a batch query: the same rows, grouped by each window's
-    start in epoch milliseconds (floor of the timestamp to the width, as
-    F.window's tumbling windows, before 1970 too) rather than by F.window's
-    struct, a flat long key for the hash aggregation (the job's windows
-    write: 0.2-0.5 s sooner at 1e6 readings). The stream keeps windows():
-    its checkpointed state is keyed by F.window's struct."""
-    ms = width_ms(width)
+def batch_windows(tel, widths):
+    """windows() of every width in `widths` for a batch query, in ONE
+    aggregation (each reading once per width, then one hash aggregation;
+    column `width` names the width of each row): the same rows as
+    windows(), grouped by each window's start in epoch milliseconds (floor
+    of the timestamp to the width, as F.window's tumbling windows, before
+    1970 too) rather than by F.window's struct, a flat long key. The stream
+    keeps windows(): its checkpointed state is keyed by F.window's struct."""
     t = F.unix_millis("ts")
-    start = t - F.pmod(t, F.lit(ms))
-    return (tel.groupBy("run_id", "device", "sensor", start.alias("w"))
+    each = F.array(*[F.struct(F.lit(w).alias("width"), F.lit(width_ms(w)).alias("ms"),
+                              (t - F.pmod(t, F.lit(width_ms(w)))).alias("w"))
+                     for w in dict.fromkeys(widths)])  # a width given twice: counted once
+    return (tel.select("run_id", "device", "sensor", "value", F.inline(each))
+            .groupBy("run_id", "device", "sensor", "width", "ms", "w")
             .agg(F.count(F.lit(1)).alias("count"), F.min("value").alias("min"),
                  F.max("value").alias("max"), F.avg("value").alias("mean"))
             .select("run_id", "device", "sensor", F.timestamp_millis("w").alias("start"),
-                    F.timestamp_millis(F.col("w") + ms).alias("end"),
-                    "count", "min", "max", "mean"))
+                    F.timestamp_millis(F.col("w") + F.col("ms")).alias("end"),
+                    "count", "min", "max", "mean", "width"))
 
 
 # The order of sequences(). Device first: a sort's 8-byte key prefix then

@@ -15,9 +15,9 @@ sorts again.
    histogram, the sequence gaps and the messages per sensor, in one collect
    of a few thousand rows (it also fills the telemetry cache);
 2. the windows: every width in one write (Parquet, partitioned by width,
-   then moved to OUT/windows_<w>/), from the cache, each window keyed by its
-   start in milliseconds (analytics.batch_windows: the stream's F.window
-   rows, a flat key);
+   then moved to OUT/windows_<w>/), from the cache in one aggregation
+   of every width, each window keyed by its start in milliseconds
+   (analytics.batch_windows: the stream's F.window rows, a flat key);
 3. the report: the busiest sensor's windows and, when they are few, its
    raw readings, in one small query over the cache."""
 import glob
@@ -136,10 +136,7 @@ def _audit(pub, rcv, tel, expiry_slack_ms):
 
 def _write_windows(tel, widths, out):
     """Every width's windows in one write; returns {width: {path, rows}}."""
-    both = None
-    for w in widths:
-        one = analytics.batch_windows(tel, w).withColumn("width", F.lit(w))
-        both = one if both is None else both.unionByName(one)
+    both = analytics.batch_windows(tel, widths)
     tmp = os.path.join(out, "_windows")
     # The cache keeps every shuffle partition: a few files per core, not one per partition.
     (both.coalesce(tel.sparkSession.sparkContext.defaultParallelism)
@@ -153,7 +150,8 @@ def _write_windows(tel, widths, out):
         if os.path.isdir(src):
             os.rename(src, path)
         else:  # no telemetry at all: an empty table with the schema
-            analytics.batch_windows(tel.limit(0), w).write.mode("overwrite").parquet(path)
+            (analytics.batch_windows(tel.limit(0), [w]).drop("width")
+             .write.mode("overwrite").parquet(path))
         result[w] = {"path": path, "rows": _parquet_rows(path)}
     shutil.rmtree(tmp, ignore_errors=True)
     return result
@@ -183,7 +181,7 @@ def _busiest_series(tel, sensors, width):
     n = int(top["messages"])
     one = tel.where((F.col("run_id") == top["run_id"]) & (F.col("device") == top["device"])
                     & (F.col("sensor") == top["sensor"]))
-    win = analytics.batch_windows(one, width).select(
+    win = analytics.batch_windows(one, [width]).select(
         F.lit("window").alias("kind"), "start", "end", "count", "min", "max", "mean")
     if n <= SERIES_POINTS:
         win = win.unionByName(one.select(F.lit("raw").alias("kind"), "ts", "value"),

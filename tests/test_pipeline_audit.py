@@ -150,8 +150,9 @@ def test_tumbling_windows_per_sensor(tables):
 
 
 def test_batch_windows_are_the_stream_windows(tables, spark):
-    """The job's windows (keyed by the start in ms) and F.window's (the
-    stream's): the same rows, boundaries and timestamps before 1970 too."""
+    """The job's windows (every width in one aggregation, keyed by the start
+    in ms) and F.window's (the stream's): the same rows, boundaries and
+    timestamps before 1970 too."""
     from pyspark.sql import functions as F
     tel = analytics.telemetry(tables[1])
     edge = spark.createDataFrame(
@@ -159,12 +160,14 @@ def test_batch_windows_are_the_stream_windows(tables, spark):
             [-3600001, -120000, -60001, -60000, -1, 0, 59999, 60000, T0 - 1, T0])],
         "run_id string, device string, sensor string, ms long, value double"
     ).select("run_id", "device", "sensor", "value", F.timestamp_millis("ms").alias("ts"))
+    widths = ("1m", "1h", "90s", "1d")
     for t in (tel, edge):
-        for w in ("1m", "1h", "90s", "1d"):
-            got = analytics.batch_windows(t, w)
-            assert got.columns == analytics.WINDOW_COLUMNS
-            assert got.schema == analytics.windows(t, w).schema
-            assert sorted(got.collect()) == sorted(analytics.windows(t, w).collect())
+        got = analytics.batch_windows(t, widths)
+        assert got.columns == analytics.WINDOW_COLUMNS + ["width"]
+        for w in widths:
+            one = got.where(got.width == w).drop("width")
+            assert one.schema == analytics.windows(t, w).schema
+            assert sorted(one.collect()) == sorted(analytics.windows(t, w).collect())
     assert analytics.width_ms("90s") == 90000 and analytics.width_ms("2h") == 7200000
     with pytest.raises(ValueError):
         analytics.width_ms("5x")
