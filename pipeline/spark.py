@@ -4,6 +4,7 @@ UTC, no UI, quiet logs; on a cluster, the project's code shipped to the
 executors."""
 import atexit
 import contextlib
+import glob
 import hashlib
 import os
 import shutil
@@ -18,7 +19,7 @@ SMALL_INPUT = 256 << 20  # bytes of Parquet below which the JVM compiles with C1
 
 
 def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=None,
-            level="ERROR", input_bytes=None):
+            level="ERROR", input_bytes=None, write_archive=True):
     """A SparkSession on `master` (local[*] unless given; under spark-submit
     the submitted master is kept). `small=True` tunes for tiny test data.
 
@@ -28,7 +29,9 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
     of what the job reads; a small input gets a JVM that compiles less (on
     one million rows the JIT's C2 compiler costs more than it saves), a
     large one its whole heap at once. On a local master the JVM maps the
-    class archive (class_archive())."""
+    class archive (class_archive()); `write_archive=False`: it maps one
+    that is there but never writes one (a process that may be killed before
+    its JVM has written it: a test worker)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -98,7 +101,7 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
         })
     archive = None
     if (master or DEFAULT_MASTER).startswith("local") and not under_submit:
-        sharing, archive = class_archive()
+        sharing, archive = class_archive(write_archive)
         settings["spark.driver.extraJavaOptions"] = " ".join(
             o for o in (settings.get("spark.driver.extraJavaOptions"), sharing) if o)
     settings.update(dict(conf))
@@ -119,25 +122,49 @@ def session(master=None, app="frugalmqtt-pipeline", small=False, conf=(), log=No
     return spark
 
 
-def class_archive():
+def class_archive(write=True):
     """JVM options that share the classes Spark loads between runs (the
     JDK's class-data sharing): loading and verifying them is about 2 s of
     every start and a second of the first query. The first run on a machine
     writes the archive (about 200 MB, under ~/.cache/frugalmqtt, named by
     PySpark's version, its jars and the java used) as its JVM exits; later
     runs map it. A JVM that cannot use it (another JDK, changed jars) runs
-    without it.
+    without it. One run writes it at a time, into a file named by its
+    process id; a file left by a run that ended before renaming it (killed,
+    or a pytest-xdist worker stopped while its JVM was still writing) is
+    deleted by the next start, whichever archive it was for.
     Returns (options, None), or (options, (file being written, archive))."""
     path = archive_path()
     quiet = "-Xlog:cds*=off"  # the JVM's own notes on the archive, else on our stdout
+    writing = False  # another run is writing this archive
+    for tmp in glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "spark-*.jsa.*.tmp")):
+        pid = tmp.rsplit(".", 2)[1]
+        if pid.isdigit() and _alive(int(pid)):
+            writing = writing or tmp.startswith(path + ".")
+        else:  # its run ended before renaming it
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
     if os.path.exists(path):
         return "-XX:SharedArchiveFile=%s %s" % (path, quiet), None
+    if writing or not write:
+        return quiet, None
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError:  # no cache to keep it in: every start loads the classes itself
         return quiet, None
     tmp = "%s.%d.tmp" % (path, os.getpid())
     return "-XX:ArchiveClassesAtExit=%s %s" % (tmp, quiet), (tmp, path)
+
+
+def _alive(pid):
+    """True when process `pid` runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
 
 
 def archive_path():

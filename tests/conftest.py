@@ -86,9 +86,10 @@ def broker(tmp_path_factory):
 def spark():
     """One local SparkSession for the Spark tests of a worker process
     (starting one costs ~15 s; each pytest-xdist worker that runs one starts
-    its own)."""
+    its own). It maps the class archive when there is one but never writes
+    it: pytest-xdist stops a worker before its JVM has written 200 MB."""
     from pipeline.spark import session
-    s = session("local[2]", app="frugalmqtt-tests", small=True)
+    s = session("local[2]", app="frugalmqtt-tests", small=True, write_archive=False)
     yield s
     s.stop()
 

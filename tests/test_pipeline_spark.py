@@ -36,3 +36,38 @@ def test_class_archive_written_by_the_first_run_mapped_by_the_next(tmp_path):
     assert len(archives) == 1 and archives[0].endswith(".jsa"), archives  # no .tmp left
     assert run() == "mapped\n"
     assert glob.glob(str(tmp_path / "frugalmqtt" / "*")) == archives
+
+
+def test_class_archive_one_writer_and_no_file_left_by_a_run_that_ended(tmp_path, monkeypatch):
+    """A .tmp left by a run that ended before renaming it is deleted by the
+    next start (whichever archive it was for); while another run writes, a
+    start neither writes a second one nor maps the unfinished one;
+    write=False never writes."""
+    from pipeline import spark
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = spark.archive_path()
+    os.makedirs(os.path.dirname(path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    left = "%s.%d.tmp" % (path, ended.pid)
+    other = os.path.join(os.path.dirname(path), "spark-0.0-other.jsa.%d.tmp" % ended.pid)
+    writer = subprocess.Popen(["sleep", "60"])
+    try:
+        busy = "%s.%d.tmp" % (path, writer.pid)
+        for f in (left, other, busy):
+            open(f, "w").close()
+        options, archive = spark.class_archive()
+        assert archive is None and "-XX:" not in options
+        assert not os.path.exists(left) and not os.path.exists(other) and os.path.exists(busy)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert spark.class_archive(write=False) == ("-Xlog:cds*=off", None)
+    assert not os.path.exists(busy)  # its writer ended
+    options, archive = spark.class_archive()
+    assert archive == ("%s.%d.tmp" % (path, os.getpid()), path)
+    assert options.startswith("-XX:ArchiveClassesAtExit=%s " % archive[0])
+    open(path, "w").close()  # the archive is there: mapped, and what was left still goes
+    open(left, "w").close()
+    assert spark.class_archive() == ("-XX:SharedArchiveFile=%s -Xlog:cds*=off" % path, None)
+    assert not os.path.exists(left)
