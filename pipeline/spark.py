@@ -13,6 +13,7 @@ import sys
 import tempfile
 
 DEFAULT_MASTER = "local[*]"
+KEEP_ARCHIVES = 2  # class archives of other PySparks/javas/checkouts kept (200 MB each)
 
 
 SMALL_INPUT = 256 << 20  # bytes of Parquet below which the JVM compiles with C1 only
@@ -132,7 +133,8 @@ def class_archive(write=True):
     without it. One run writes it at a time, into a file named by its
     process id; a file left by a run that ended before renaming it (killed,
     or a pytest-xdist worker stopped while its JVM was still writing) is
-    deleted by the next start, whichever archive it was for.
+    deleted by the next start, whichever archive it was for. A run that
+    writes a new archive deletes all but the KEEP_ARCHIVES others used last.
     Returns (options, None), or (options, (file being written, archive))."""
     path = archive_path()
     quiet = "-Xlog:cds*=off"  # the JVM's own notes on the archive, else on our stdout
@@ -145,9 +147,18 @@ def class_archive(write=True):
             with contextlib.suppress(OSError):
                 os.remove(tmp)
     if os.path.exists(path):
+        with contextlib.suppress(OSError):
+            os.utime(path)  # its last use: what a new archive keeps (below)
         return "-XX:SharedArchiveFile=%s %s" % (path, quiet), None
     if writing or not write:
         return quiet, None
+    # A new archive (another PySpark, java or checkout): the ones of other
+    # keys stay only if they are among the KEEP_ARCHIVES used last
+    kept = sorted(glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "spark-*.jsa")),
+                  key=os.path.getmtime, reverse=True)
+    for old in kept[KEEP_ARCHIVES:]:
+        with contextlib.suppress(OSError):
+            os.remove(old)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError:  # no cache to keep it in: every start loads the classes itself

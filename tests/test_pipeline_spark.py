@@ -42,7 +42,8 @@ def test_class_archive_one_writer_and_no_file_left_by_a_run_that_ended(tmp_path,
     """A .tmp left by a run that ended before renaming it is deleted by the
     next start (whichever archive it was for); while another run writes, a
     start neither writes a second one nor maps the unfinished one;
-    write=False never writes."""
+    write=False never writes; a run that writes a new archive keeps only
+    the spark.KEEP_ARCHIVES others used last."""
     from pipeline import spark
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = spark.archive_path()
@@ -64,10 +65,17 @@ def test_class_archive_one_writer_and_no_file_left_by_a_run_that_ended(tmp_path,
         writer.wait()
     assert spark.class_archive(write=False) == ("-Xlog:cds*=off", None)
     assert not os.path.exists(busy)  # its writer ended
+    others = [os.path.join(os.path.dirname(path), "spark-0.%d-x.jsa" % i) for i in range(4)]
+    for i, f in enumerate(others):
+        open(f, "w").close()
+        os.utime(f, (1e9 + i, 1e9 + i))  # used last: others[3]
     options, archive = spark.class_archive()
+    assert sorted(glob.glob(os.path.join(os.path.dirname(path), "*"))) == others[-spark.KEEP_ARCHIVES:]
     assert archive == ("%s.%d.tmp" % (path, os.getpid()), path)
     assert options.startswith("-XX:ArchiveClassesAtExit=%s " % archive[0])
     open(path, "w").close()  # the archive is there: mapped, and what was left still goes
+    os.utime(path, (1e9, 1e9))
     open(left, "w").close()
     assert spark.class_archive() == ("-XX:SharedArchiveFile=%s -Xlog:cds*=off" % path, None)
     assert not os.path.exists(left)
+    assert os.path.getmtime(path) > 1e9 + 10  # mapping it marks it used
