@@ -148,7 +148,6 @@ def test_tumbling_windows_per_sensor(tables):
     assert ("r1", "dX", t0) in h and ("r1", None, t0) not in h
 
 
-
 def test_batch_windows_are_the_stream_windows(tables, spark):
     """The job's windows (every width in one aggregation, keyed by the start
     in ms) and F.window's (the stream's): the same rows, boundaries and
@@ -171,6 +170,7 @@ def test_batch_windows_are_the_stream_windows(tables, spark):
     assert analytics.width_ms("90s") == 90000 and analytics.width_ms("2h") == 7200000
     with pytest.raises(ValueError):
         analytics.width_ms("5x")
+
 
 def test_sequence_gaps(tables):
     g = sorted(tuple(x) for x in analytics.gaps(analytics.telemetry(tables[1])).collect())
