@@ -155,7 +155,7 @@ def class_archive(write=True):
     # A new archive (another PySpark, java or checkout): the ones of other
     # keys stay only if they are among the KEEP_ARCHIVES used last
     kept = sorted(glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "spark-*.jsa")),
-                  key=os.path.getmtime, reverse=True)
+                  key=_last_use, reverse=True)
     for old in kept[KEEP_ARCHIVES:]:
         with contextlib.suppress(OSError):
             os.remove(old)
@@ -165,6 +165,14 @@ def class_archive(write=True):
         return quiet, None
     tmp = "%s.%d.tmp" % (path, os.getpid())
     return "-XX:ArchiveClassesAtExit=%s %s" % (tmp, quiet), (tmp, path)
+
+
+def _last_use(archive):
+    """When the archive was last mapped (0: gone meanwhile)."""
+    try:
+        return os.path.getmtime(archive)
+    except OSError:
+        return 0
 
 
 def _alive(pid):
