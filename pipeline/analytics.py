@@ -10,23 +10,28 @@ from .audit import MESSAGE, PARTITION
 
 DEFAULT_WINDOWS = ("1m", "1h")
 WINDOW_COLUMNS = ["run_id", "device", "sensor", "start", "end", "count", "min", "max", "mean"]
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-_UNIT_MS = {"s": 1000, "m": 60 * 1000, "h": 3600 * 1000, "d": 86400 * 1000}
+_UNITS = {"s": ("seconds", 1000), "m": ("minutes", 60000), "h": ("hours", 3600000),
+          "d": ("days", 86400000)}
+
+
+def _width(text):
+    """'1m' -> (1, 'm'); ValueError unless it looks like 30s, 1m, 1h or 1d."""
+    text = text.strip()
+    if text[-1:] not in _UNITS or not text[:-1].isdigit():
+        raise ValueError("window must look like 30s, 1m, 1h or 1d: %r" % text)
+    return int(text[:-1]), text[-1]
 
 
 def interval(text):
     """'1m' -> '1 minutes' (Spark's window duration); '90s', '2h', '1d' too."""
-    text = text.strip()
-    if text[-1:] not in _UNITS or not text[:-1].isdigit():
-        raise ValueError("window must look like 30s, 1m, 1h or 1d: %r" % text)
-    return "%s %s" % (text[:-1], _UNITS[text[-1]])
+    n, unit = _width(text)
+    return "%d %s" % (n, _UNITS[unit][0])
 
 
 def width_ms(text):
     """'1m' -> 60000: a window width (as interval() reads it) in milliseconds."""
-    interval(text)  # the same checks
-    text = text.strip()
-    return int(text[:-1]) * _UNIT_MS[text[-1]]
+    n, unit = _width(text)
+    return n * _UNITS[unit][1]
 
 
 def readings(rcv):
@@ -46,12 +51,17 @@ def telemetry(rcv):
             .agg(F.first("value").alias("value"), F.first("ts").alias("ts")))
 
 
+def _stats():
+    """A window's aggregates, WINDOW_COLUMNS' count/min/max/mean."""
+    return (F.count(F.lit(1)).alias("count"), F.min("value").alias("min"),
+            F.max("value").alias("max"), F.avg("value").alias("mean"))
+
+
 def windows(tel, width):
     """count/min/max/mean per (run, device, sensor) and tumbling window of
     `width` ('1m', '1h', ...) by the device's timestamp."""
     return (tel.groupBy("run_id", "device", "sensor", F.window("ts", interval(width)).alias("w"))
-            .agg(F.count(F.lit(1)).alias("count"), F.min("value").alias("min"),
-                 F.max("value").alias("max"), F.avg("value").alias("mean"))
+            .agg(*_stats())
             .select("run_id", "device", "sensor", F.col("w.start").alias("start"),
                     F.col("w.end").alias("end"), "count", "min", "max", "mean"))
 
@@ -65,13 +75,13 @@ def batch_windows(tel, widths):
     1970 too) rather than by F.window's struct, a flat long key. The stream
     keeps windows(): its checkpointed state is keyed by F.window's struct."""
     t = F.unix_millis("ts")
-    each = F.array(*[F.struct(F.lit(w).alias("width"), F.lit(width_ms(w)).alias("ms"),
-                              (t - F.pmod(t, F.lit(width_ms(w)))).alias("w"))
-                     for w in dict.fromkeys(widths)])  # a width given twice: counted once
+    ms_of = {w: width_ms(w) for w in widths}  # a width given twice: counted once
+    each = F.array(*[F.struct(F.lit(w).alias("width"), F.lit(ms).alias("ms"),
+                              (t - F.pmod(t, F.lit(ms))).alias("w"))
+                     for w, ms in ms_of.items()])
     return (tel.select("run_id", "device", "sensor", "value", F.inline(each))
             .groupBy("run_id", "device", "sensor", "width", "ms", "w")
-            .agg(F.count(F.lit(1)).alias("count"), F.min("value").alias("min"),
-                 F.max("value").alias("max"), F.avg("value").alias("mean"))
+            .agg(*_stats())
             .select("run_id", "device", "sensor", F.timestamp_millis("w").alias("start"),
                     F.timestamp_millis(F.col("w") + F.col("ms")).alias("end"),
                     "count", "min", "max", "mean", "width"))

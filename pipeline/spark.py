@@ -138,8 +138,9 @@ def class_archive(write=True):
     Returns (options, None), or (options, (file being written, archive))."""
     path = archive_path()
     quiet = "-Xlog:cds*=off"  # the JVM's own notes on the archive, else on our stdout
+    folder = os.path.dirname(path)
     writing = False  # another run is writing this archive
-    for tmp in glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "spark-*.jsa.*.tmp")):
+    for tmp in glob.glob(os.path.join(glob.escape(folder), "spark-*.jsa.*.tmp")):
         pid = tmp.rsplit(".", 2)[1]
         if pid.isdigit() and _alive(int(pid)):
             writing = writing or tmp.startswith(path + ".")
@@ -154,13 +155,13 @@ def class_archive(write=True):
         return quiet, None
     # A new archive (another PySpark, java or checkout): the ones of other
     # keys stay only if they are among the KEEP_ARCHIVES used last
-    kept = sorted(glob.glob(os.path.join(glob.escape(os.path.dirname(path)), "spark-*.jsa")),
+    kept = sorted(glob.glob(os.path.join(glob.escape(folder), "spark-*.jsa")),
                   key=_last_use, reverse=True)
     for old in kept[KEEP_ARCHIVES:]:
         with contextlib.suppress(OSError):
             os.remove(old)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
     except OSError:  # no cache to keep it in: every start loads the classes itself
         return quiet, None
     tmp = "%s.%d.tmp" % (path, os.getpid())
