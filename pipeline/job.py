@@ -73,14 +73,12 @@ def _cache_telemetry(rcv):
     the queries that read it: the sequence pass neither shuffles nor sorts,
     the windows aggregate without a shuffle. Adaptive execution is off while
     the cache is planned (an adaptive plan hides its partitioning and order
-    until it has run), on again for every query. The topic is a key of the
-    deduplication only: the cache leaves it out."""
+    until it has run), on again for every query."""
     spark = rcv.sparkSession
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
-        return (analytics.telemetry(rcv).drop("topic")
-                .sortWithinPartitions(*analytics.SEQUENCE_ORDER)
+        return (analytics.telemetry(rcv).sortWithinPartitions(*analytics.SEQUENCE_ORDER)
                 .persist(StorageLevel.MEMORY_AND_DISK))
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", adaptive)
