@@ -335,6 +335,10 @@ class AMQTTClient(Receiver, Aliases, Core):
         except BaseException:
             self._drop(link)
             raise
+        if self._link is not link:
+            # It ended right after its CONNACK, before this task resumed:
+            # _down() did not take it for up, so nothing would reconnect it.
+            raise self.last_error or OSError(errno.ECONNRESET)
         self.connects += 1
         self._live = link
         if self.ka_ms:
