@@ -5,10 +5,9 @@ seq) (MESSAGE), since the firmware publishes every sensor of a reading on its
 own topic with the reading's seq. Every subscriber in a run is expected to
 receive every message of that run. One fact row per (run, subscriber, device,
 topic, seq) (KEY, the topic by its hash) holds what happened to that message
-for that subscriber;
-the tables are the same sums over different keys. `qos` is the delivery QoS,
-the lower of the published QoS and the subscription's QoS: the guarantee
-that applies.
+for that subscriber; the tables are the same sums over different keys.
+`qos` is the delivery QoS, the lower of the published QoS and the
+subscription's QoS: the guarantee that applies.
 
 How it runs (one Spark query; explain() shows it): the published rows,
 widened by the few subscribers of their run (a broadcast join; the
@@ -45,6 +44,7 @@ VIOLATION_KEYS = ["run_id", "subscriber", "qos"]
 PERCENTILES = (0.5, 0.95, 0.99)
 COUNTS = ("published", "promised", "delivered", "lost", "duplicates", "order_violations",
           "late_expiry", "dup_flagged", "stray")
+
 
 def topic_hash():
     """The topic's 64-bit xxhash64: the message identity's topic wherever
@@ -98,7 +98,8 @@ def union(pub, rcv):
                   + F.coalesce(F.col("sub_qos").cast("int"), F.lit(3)) * 4
                   + F.col("qos").cast("int")).alias("code"))
     r = rcv.where(F.col("device").isNotNull() & F.col("seq").isNotNull()).select(
-        "run_id", "subscriber", "device", topic_hash(), "seq", F.col("t_recv_ms").alias("y"), (F.col("arrival") * 4 + F.col("qos")).alias("x"),
+        "run_id", "subscriber", "device", topic_hash(), "seq", F.col("t_recv_ms").alias("y"),
+        (F.col("arrival") * 4 + F.col("qos")).alias("x"),
         (-(1 + F.col("dup").cast("int") + F.col("qos").cast("int") * 2
            + F.col("sub_qos").cast("int") * 8)).alias("code"))
     return p.unionByName(r)
