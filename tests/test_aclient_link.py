@@ -1,8 +1,11 @@
 """The asyncio client (AMQTTClient, CPython in-process: host_sim/fleet.py's
 telemetry program) through the link simulator to a real mosquitto: links
 that end at the worst moment for its connect."""
+import asyncio
+
 import pytest
 
+from frugalmqtt.aclient import AMQTTClient
 from frugalmqtt_host.ref.codec import CONNACK, PUBLISH
 from host_sim.fleet import AsyncDeviceRun
 from host_sim.link import Link, Rule
@@ -46,10 +49,6 @@ def test_connect_whose_link_ends_right_after_its_connack_raises(mosquitto):
     for up, so nothing would reconnect it. connect() raises OSError, as for
     any connection lost before it returned, instead of returning as if
     connected. (The EOF is played by dropping the link at that moment.)"""
-    import asyncio
-
-    from frugalmqtt.aclient import AMQTTClient
-
     b = mosquitto()
 
     async def main():
