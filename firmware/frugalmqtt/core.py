@@ -472,38 +472,6 @@ class Core:
                 pass  # link closed; the message waits for the next CONNACK
         return pid
 
-    def restore(self, b, n, rec):
-        """For the outbox: put a stored QoS 1/2 PUBLISH b[0:n] in a free slot,
-        waiting to go (rec: past its PUBREC, PUBREL next); packet id 0 in it
-        is replaced by a new one. Returns the slot. No allocation."""
-        i = 0
-        while self.state[i]:
-            i += 1
-        o = 1
-        while b[o] & 0x80:  # the remaining length
-            o += 1
-        s = _HEAD - 1 - o
-        m = self.img[i]
-        k = 0
-        while k < n:
-            m[s + k] = b[k]
-            k += 1
-        o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
-        p = b[o] << 8 | b[o + 1]
-        if not p:
-            p = Core._pid(self)
-            m[s + o] = p >> 8
-            m[s + o + 1] = p & 0xFF
-        self.pid[i] = p
-        self.start[i] = s
-        self.size[i] = n
-        if self._prep and self.v == 5:
-            self.t0[i] = self.clock()
-        self.state[i] = _COMP if rec else _HOLD
-        self.order[self.n] = i
-        self.n += 1
-        return i
-
     def _pid(self):
         """A non-zero packet id that neither a flow in the table nor a
         SUBSCRIBE in flight uses [MQTT-2.2.1-3], wrapping at 65535; the scan

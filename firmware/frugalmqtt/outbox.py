@@ -24,13 +24,13 @@
 #
 # Attached to a core.Core (any driver: lite.Publisher, telem.Telemetry,
 # client.MQTTClient) by attach(core): it reloads the file into the core's
-# table through core.restore() and sets core.ob; the core then calls put(i)
+# table (restore()) and sets core.ob; the core then calls put(i)
 # before a new message in slot i is sent, defer() when there is no slot (or
 # a backlog already), rec(i) at a PUBREC, done(i) when a flow ends; a
 # recv.Receiver calls inbound(pid, add) for the inbound QoS 2 ids.
 import sys
 from array import array
-from .core import FULL, _why, _drop
+from .core import Core, FULL, _why, _drop
 
 try:
     from micropython import const
@@ -49,6 +49,11 @@ _IN_ADD = const(5)  # QoS 2 `pid` received, PUBREC sent, PUBREL awaited
 _IN_DEL = const(6)  # PUBREL for `pid` came
 _IN_CLR = const(7)  # the server kept no session: no inbound ids
 _SKIP = const(8)  # the next record is at the ring's beginning
+
+# core.Core's: bytes before each slot image, and two slot states
+_HEAD = const(5)
+_COMP = const(3)  # PUBREL sent, PUBCOMP awaited
+_HOLD = const(4)  # not sent on this connection yet
 
 _HDR = const(12)
 _CTL = const(6)  # body of every record but PUB and SKIP
@@ -348,6 +353,39 @@ class Outbox:
         c.ob = self
         self._fill()
 
+    def restore(self, b, n, rec):
+        """Put a stored QoS 1/2 PUBLISH b[0:n] in a free slot of the core,
+        waiting to go (rec: past its PUBREC, PUBREL next); packet id 0 in it
+        is replaced by a new one. Returns the slot. No allocation."""
+        c = self.c
+        i = 0
+        while c.state[i]:
+            i += 1
+        o = 1
+        while b[o] & 0x80:  # the remaining length
+            o += 1
+        s = _HEAD - 1 - o
+        m = c.img[i]
+        k = 0
+        while k < n:
+            m[s + k] = b[k]
+            k += 1
+        o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
+        p = b[o] << 8 | b[o + 1]
+        if not p:
+            p = Core._pid(c)
+            m[s + o] = p >> 8
+            m[s + o + 1] = p & 0xFF
+        c.pid[i] = p
+        c.start[i] = s
+        c.size[i] = n
+        if c._prep and c.v == 5:  # alias.Aliases counts its expiry down
+            c.t0[i] = c.clock()
+        c.state[i] = _COMP if rec else _HOLD
+        c.order[c.n] = i
+        c.n += 1
+        return i
+
     def _set_pid(self, b, pid):
         """Put pid in the PUBLISH at b[0]."""
         p = 1
@@ -385,7 +423,7 @@ class Outbox:
             n = self.hdr[2] << 8 | self.hdr[3]
             self.f.readinto(self.buf, n)
             self._set_pid(self.buf, 0)  # the core gives it an id
-            i = c.restore(self.buf, n, False)
+            i = self.restore(self.buf, n, False)
             self._control(_LOAD, self.bl_seq, c.pid[i])  # room kept for it (owed)
             self.owed -= _C
             self.o_seq[i] = self.bl_seq

@@ -90,7 +90,7 @@ def replay(ob):
         if e[2]:
             ob._set_pid(b, e[2])  # a backlog message: the id its LOAD gave it
         b[0] |= 8  # it may have gone before the reboot [MQTT-3.3.1-1]
-        i = c.restore(b, n, e[3])
+        i = ob.restore(b, n, e[3])
         ob.o_seq[i] = e[0]
         ob.o_off[i] = e[1]
         ob.o_rec[i] = e[4]
