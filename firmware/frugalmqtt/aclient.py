@@ -28,12 +28,13 @@
 import select
 import errno
 import asyncio
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, tcp
+from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
 from .recv import Receiver
 from .alias import Aliases
 from .propview import Props
 
 # (sys itself not a global: room in this module's dict, tests/test_dict_room.py)
+_room = None  # room in this module's dict (a name core.py holds)
 _MP = __import__("sys").implementation.name == "micropython"
 
 if _MP:
@@ -312,6 +313,7 @@ class AMQTTClient(Receiver, Aliases, Core):
     def _open(self):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
         and send CONNECT."""
+        from .conn import tcp  # dropped again at the CONNACK
         s = tcp(self.server, self.port, self.timeout, self.ssl)
         s.setblocking(False)
         link = self._link = _Link(self, s, self.timeout)

@@ -2,7 +2,9 @@
 # the outbound flow and the connection: the CONNECT, packet ids, the fixed
 # in-flight table and its order, the server's quota (Receive Maximum), resend
 # on CONNACK, ack handling, the CONNACK limits, keep-alive deadlines and
-# protocol errors, each flow-state transition in one place.
+# protocol errors, each flow-state transition in one place. What runs once
+# per connection (the TCP/TLS stream, the CONNACK and the session's resume)
+# is conn.py, loaded for it and dropped again.
 #
 # I/O and time are injected: `sock` is any stream with write(buf, off, n) -> k
 # and close() (a socket, a TLS socket, a test peer), `clock` a millisecond
@@ -57,9 +59,10 @@ _KINDS = b"45205500050500502201164111"
 # Room in this module's globals dict: with every slot taken, each lookup of
 # a builtin (type, len, ...) from the code below scans the whole dict before
 # it reaches the builtins (measured: QoS 0 publish 2.5 us, 1.7 with room).
-# tests/test_dict_room.py keeps the hot modules' dicts from filling up. (Its
-# name is the Core class flag's: a name of its own would cost a qstr.)
-_room = None
+# tests/test_dict_room.py keeps the hot modules' dicts from filling up. (Two
+# names the device holds anyway, the Core class flag's and the driver
+# method's: a name of its own would cost a qstr.)
+_room = room = None
 
 
 def _why(key, *a):
@@ -134,33 +137,6 @@ def utf8(b, i, end):
             i += 1
             n -= 1
     return True
-
-
-def tcp(server, port, timeout_ms, ssl, ms=0):
-    """Open a TCP connection to server:port (IPv4 or IPv6, as the name
-    resolves) with Nagle's delay off, wrapped in TLS when ssl is a context:
-    the one way the drivers open their stream (the Core itself does no
-    I/O). The connect and the TLS handshake block up to ms (0:
-    timeout_ms); the socket then has timeout_ms for its reads and writes."""
-    import socket
-    ai = socket.getaddrinfo(server, port, 0, socket.SOCK_STREAM)[0]
-    s = socket.socket(ai[0], socket.SOCK_STREAM)
-    try:
-        s.settimeout((ms or timeout_ms) / 1000)
-        s.connect(ai[-1])
-        try:  # every packet leaves in one write: Nagle must not hold it
-            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
-        except OSError:
-            pass  # a port without TCP_NODELAY
-        r = s
-        if ssl:
-            s = ssl.wrap_socket(s, server_hostname=server)
-        # MicroPython's TLS socket has no settimeout: it reads and writes through r
-        getattr(s, "settimeout", r.settimeout)(timeout_ms / 1000)
-    except BaseException:
-        s.close()
-        raise
-    return s
 
 
 class Core:
@@ -575,68 +551,15 @@ class Core:
         first = self.first
         r = self.rx
         t = first >> 4
-        if not self.up:  # the CONNACK
-            if first != 0x20:
-                raise self._fail(0x82)  # [MQTT-3.2.0-1]
-            if rl < 2 or self.v == 4 and rl != 2 or r[0] & 0xFE:
-                raise self._fail(0x81)  # [MQTT-3.2.2-1]
-            sp = r[0] & 1
-            self.quota = self.slots
-            self.server_max = 268435460
-            self.max_qos = 2
-            self.retain_ok = True
-            h = self.hello
-            self.ka_ms = (h[8] << 8 | h[9]) * 1000  # our Keep Alive
-            if self.aliases:
-                self.amax = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
-            if self.v == 5:
-                Core._props(self, 2, rl)
-            if r[1]:
+        if not self.up:  # the CONNACK: conn.py's, loaded for it and dropped again
+            from . import conn
+            try:
+                refused = conn.connack(self, rl, Core)
+            finally:
+                _drop(conn)
+            if refused:
                 Core.close(self)
-                raise ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
-            if sp and self.clean:
-                raise self._fail(0x82)  # session present after clean start [MQTT-3.2.2-4]
-            self.up = True
-            self.sp = sp
-            self.ping_t = None
-            self.last_rx = self.last_tx
-            # Resend the table in order [MQTT-4.4.0-1], a PUBLISH sent before
-            # with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
-            # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
-            # [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2].
-            k = 0
-            u = 0  # the quota the PUBREL flows hold: never held back, they count [U-4.9-a]
-            while k < self.n:
-                i = self.order[k]
-                if self.state[i] == _COMP:
-                    if not sp:
-                        self._free(i, SESSION_LOST)
-                        if k < self.early:
-                            self.early -= 1
-                        continue
-                    u += 1
-                k += 1
-            self.inbound(2, sp)  # a new connection for the receiving side
-            if self.aliases:
-                self.alias(None)  # aliases are per connection [MQTT-3.3.2-7]
-            k = 0
-            while k < self.n:
-                i = self.order[k]
-                if k < self.early:  # sent after our CONNECT: the server has it [MQTT-3.1.4-5]
-                    if self.state[i] != _COMP:
-                        u += 1
-                elif self.state[i] == _COMP:
-                    Core._ack(self, 0x62, self.pid[i])  # PUBREL again
-                else:
-                    if not sp:
-                        self.img[i][self.start[i]] &= 0xF7  # a new message again
-                    self.state[i] = _HOLD
-                    if self._prep and self.prepare(i):
-                        continue  # dropped
-                    if u < self.quota:
-                        Core._go(self, i)
-                        u += 1
-                k += 1
+                raise ServerError(refused)  # [MQTT-4.13.2-1]
             return
         self.last_rx = self.clock()
         if first == 0x40 and rl == 2:  # a PUBACK without a reason: the common case

@@ -134,7 +134,7 @@ class Dial:
                 if ev[0][1] & (select.POLLERR | select.POLLHUP):  # the connect failed:
                     s.connect(self.addr)  # its error (Linux raises it here)
                     raise OSError(ECONNREFUSED)
-                try:  # as core.tcp(): every packet in one write
+                try:  # as conn.tcp(): every packet in one write
                     s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
                 except OSError:
                     pass

@@ -10,7 +10,7 @@
 import select
 import errno
 from sys import implementation
-from .core import Core, FULL, SESSION_LOST, ticks_ms, ticks_diff, tcp
+from .core import Core, FULL, SESSION_LOST, MQTTError, ServerError, ticks_ms, ticks_diff
 
 _room = None  # room in the globals dict for fast builtin lookups (see core.py)
 
@@ -47,6 +47,7 @@ class Publisher(Core):
         self.close()
         try:
             if sock is None:
+                from .conn import tcp  # dropped again at the CONNACK
                 sock = self.sock = tcp(self.server, self.port, self.timeout, self.ssl, timeout_ms)
                 self.poller = select.poll()
                 self.poller.register(sock, select.POLLIN)
