@@ -1,12 +1,17 @@
 # frugalmqtt.conn: what runs once per connection, in a module of its own:
-# opening the stream (tcp()) and the CONNACK (connack()), with the session's
-# resume. The core imports it at the CONNACK and drops it again (core._drop):
+# opening the stream (tcp(), and lite's blocking connect()) and the CONNACK
+# (connack()), with the session's resume. The core imports it at the CONNACK and drops it again (core._drop):
 # a device holds its code only while it connects. It does not import the
 # core (no import circle): the core hands connack() its class.
+import errno
+import select
+from sys import implementation
+
 try:
     from micropython import const
+    from time import ticks_ms, ticks_diff
 except ImportError:  # CPython
-    from ._cpython import const
+    from ._cpython import const, ticks_ms, ticks_diff
 
 # core.Core's slot states, and core.SESSION_LOST
 _COMP = const(3)  # PUBREL sent, waiting for PUBCOMP
@@ -39,6 +44,32 @@ def tcp(server, port, timeout_ms, ssl, ms=0):
         s.close()
         raise
     return s
+
+
+def connect(c, clean, sock, timeout_ms):
+    """lite.Publisher.connect(): open the stream (unless sock is given),
+    send CONNECT, handle the CONNACK."""
+    if clean is None:
+        clean = c.clean
+    timeout_ms = timeout_ms or c.timeout
+    t0 = ticks_ms()
+    c.close()
+    try:
+        if sock is None:
+            sock = c.sock = tcp(c.server, c.port, c.timeout, c.ssl, timeout_ms)
+            c.poller = select.poll()
+            c.poller.register(sock, select.POLLIN)
+            if implementation.name != "micropython":
+                from ._cpython import Stream
+                sock = c.poller = Stream(sock, c.poller)
+        c.begin(sock, clean)
+        if not c._wait(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
+            raise OSError(errno.ETIMEDOUT)  # no CONNACK
+        c.packet(c._read())
+        return bool(c.sp)
+    except BaseException:
+        c.close()
+        raise
 
 
 def connack(c, rl, Core):

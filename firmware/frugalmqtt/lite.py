@@ -7,12 +7,10 @@
 # out: subscriptions and message delivery, topic aliases, per-message expiry
 # countdown, enhanced auth. publish() and the ack path allocate nothing on
 # MicroPython. This module adds only the socket and the waiting.
-import select
 import errno
-from sys import implementation
-from .core import Core, FULL, SESSION_LOST, MQTTError, ServerError, ticks_ms, ticks_diff
-
-_room = None  # room in the globals dict for fast builtin lookups (see core.py)
+from .core import Core, SESSION_LOST, ticks_ms, ticks_diff
+# (8 globals: a dict so small is scanned in a few probes even when full,
+# tests/test_dict_room.py)
 
 
 class Publisher(Core):
@@ -40,28 +38,8 @@ class Publisher(Core):
         Raises ServerError when refused, OSError on network trouble. sock: an
         open stream to use instead of a new TCP/TLS socket (a test peer).
         timeout_ms: this attempt's bound, connect to CONNACK (0: the client's)."""
-        if clean is None:
-            clean = self.clean
-        timeout_ms = timeout_ms or self.timeout
-        t0 = ticks_ms()
-        self.close()
-        try:
-            if sock is None:
-                from .conn import tcp  # dropped again at the CONNACK
-                sock = self.sock = tcp(self.server, self.port, self.timeout, self.ssl, timeout_ms)
-                self.poller = select.poll()
-                self.poller.register(sock, select.POLLIN)
-                if implementation.name != "micropython":
-                    from ._cpython import Stream
-                    sock = self.poller = Stream(sock, self.poller)
-            self.begin(sock, clean)
-            if not self._wait(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
-                raise OSError(errno.ETIMEDOUT)  # no CONNACK
-            self.packet(self._read())
-            return bool(self.sp)
-        except BaseException:
-            self.close()
-            raise
+        from . import conn  # dropped again at the CONNACK
+        return conn.connect(self, clean, sock, timeout_ms)
 
     # ---- publish ------------------------------------------------------------
 

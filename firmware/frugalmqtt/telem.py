@@ -5,7 +5,8 @@
 # client: a publish-only device holds neither the receiving code (recv,
 # props) nor the aliases it does not use.
 from .alias import Aliases
-from .lite import Publisher, FULL
+from .core import FULL
+from .lite import Publisher
 
 
 class Telemetry(Aliases, Publisher):
