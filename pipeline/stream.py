@@ -22,7 +22,10 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, on
     """Run the window queries until stopped (once: until what is there is
     done); returns them. Reads the files under traces_dir, or, with
     mqtt=(Broker, topic, client_id), the broker through the `mqtt` source:
-    one persistent session per width, client id `<client_id>-<width>`."""
+    one persistent session per width, client id `<client_id>-<width>`.
+    Without `once`, a micro-batch starts at every multiple of every_s since
+    the epoch (Spark's processing-time trigger): the second comes 0 to
+    every_s seconds after the first, not every_s after it."""
     queries = []
     for w in widths:
         tel = (analytics.readings(_received(spark, traces_dir, mqtt, w))
@@ -36,7 +39,9 @@ def run(spark, traces_dir, out, widths=analytics.DEFAULT_WINDOWS, every_s=10, on
         q = (analytics.windows(tel, w).writeStream.outputMode("complete")
              .option("checkpointLocation", os.path.join(out, "_checkpoints", "windows_%s" % w))
              .foreachBatch(replace))
-        q = q.trigger(availableNow=True) if once else q.trigger(processingTime="%g seconds" % every_s)
+        # (in milliseconds: "%g seconds" wrote a long interval as 1e+06 seconds)
+        q = (q.trigger(availableNow=True) if once else
+             q.trigger(processingTime="%d milliseconds" % round(every_s * 1000)))
         queries.append(q.queryName("windows_%s" % w).start())
     try:
         for q in queries:
