@@ -148,6 +148,7 @@ class _Link:
         self.inbox = []     # (row, connection, packet id) not yet given to Spark
         self.unacked = deque()  # (offset, connection, packet id) given, not acknowledged
         self.last_rx = time.monotonic()
+        self.looked = threading.Event()  # the polling thread's first poll is done
         self.error = None   # what ended the polling thread
         self.closed = False
         c = self.client = broker.client(client_id, clean=False, inbound=receive_max,
@@ -177,12 +178,24 @@ class _Link:
                         if self.closed:
                             break
                         self.client.poll(0)
+                    self._looked()
                 except (OSError, MQTTError, ServerError) as e:  # the link broke (poll closed it)
+                    self._looked()
                     if not self.closed:
                         self._reconnect(e)
                 time.sleep(0.01)
         except Exception as e:  # not a network error: the next read() raises it
             self.error = e
+        finally:
+            self._looked()
+
+    def _looked(self):
+        """After the first poll: what the broker sent with its CONNACK has
+        been read, and wait_idle() counts a pause from now (not from before
+        connecting, which may itself take longer than the pause)."""
+        if not self.looked.is_set():
+            self.last_rx = time.monotonic()
+            self.looked.set()
 
     def _reconnect(self, lost):
         """Connect again, one attempt at a time under the lock, until it works."""
@@ -206,8 +219,10 @@ class _Link:
     def wait_idle(self, idle_ms, most_ms):
         """Wait until nothing has arrived for idle_ms, or most_ms passed (a
         busy fleet never pauses). A full Receive Maximum window pauses too:
-        the broker sends no more until we acknowledge."""
+        the broker sends no more until we acknowledge. The pause counts from
+        the polling thread's first look at the link."""
         end = time.monotonic() + most_ms / 1000
+        self.looked.wait(most_ms / 1000)
         while time.monotonic() - self.last_rx < idle_ms / 1000 and time.monotonic() < end:
             time.sleep(idle_ms / 4000)
 

@@ -182,6 +182,29 @@ def test_mqtt_source_read_does_not_wait_for_a_gone_broker(mosquitto, capfd):
     assert "lost" not in err
 
 
+def test_mqtt_source_first_read_takes_what_the_broker_kept_on_a_slow_start(mosquitto,
+                                                                            monkeypatch):
+    """What the broker kept for the session comes in the first read() even
+    when connecting took longer than idleMs and the polling thread started
+    late (a busy host): the pause counts from the polling thread's first look."""
+    broker = mosquitto("persistence true")
+    opts = mqtt_source.options(Broker(broker.host, broker.port), "fleet/#", "slow", idle_ms=100)
+    first = mqtt_source.MQTTStreamReader(opts)
+    first.read(first.initialOffset())  # makes the session
+    first.stop()
+    publish(broker, "dev1", "temp", range(5))
+
+    connect, poll = Broker.connect, mqtt_source._Link._poll
+    monkeypatch.setattr(Broker, "connect", lambda self, c: (connect(self, c), time.sleep(0.3))[0])
+    monkeypatch.setattr(mqtt_source._Link, "_poll", lambda self: (time.sleep(0.3), poll(self)))
+    reader = mqtt_source.MQTTStreamReader(opts)
+    try:
+        rows, end = reader.read(reader.initialOffset())
+        assert sorted(r[SEQ] for r in rows) == list(range(5)) and end == {"n": 5}
+    finally:
+        reader.stop()
+
+
 def _batches(checkpoint, log):
     """The batch ids in a query checkpoint's offsets or commits log."""
     d = os.path.join(checkpoint, log)
