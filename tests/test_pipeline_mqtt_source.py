@@ -63,13 +63,17 @@ def test_mqtt_stream_restart_loses_nothing_and_counts_nothing_twice(spark, mosqu
     publish(broker, "dev2", "hum", range(6))
 
     # A long-running query: its first batch takes what the broker kept for it.
-    # Stopped right after that batch, before it asks for the next one (60 s
-    # later), the batch is not committed: none of its 12 messages is acknowledged.
-    failed = []
+    # Stopped right after that batch, before it asks for the next one, the
+    # batch is not committed: none of its 12 messages is acknowledged. (The
+    # next trigger's read() would acknowledge them. A processing-time trigger
+    # fires at the multiples of its interval since the epoch, not an interval
+    # after the last one: with 60 s, the second came at the next whole minute,
+    # sometimes before the stop. One of 10**10 s comes in the year 2286.)
+    failed, running = [], []
 
     def run():
         try:
-            stream.run(spark, None, out, WIDTHS, every_s=60, mqtt=mqtt)
+            running.extend(stream.run(spark, None, out, WIDTHS, every_s=10**10, mqtt=mqtt))
         except Exception as e:  # a stopped query ends quietly; anything else fails the test
             failed.append(e)
 
@@ -82,6 +86,7 @@ def test_mqtt_stream_restart_loses_nothing_and_counts_nothing_twice(spark, mosqu
         q.stop()
     t.join(30)
     assert not failed and not t.is_alive()
+    assert inputs(running) == [12, 12]  # the batch that took them, not acknowledged
     assert windows(spark, out, "1m") == {**minutes("dev1", "temp", range(6)),
                                          **minutes("dev2", "hum", range(6))}
 
