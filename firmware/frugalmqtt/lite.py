@@ -6,7 +6,8 @@
 # resent with DUP=1 (or PUBREL), in their original order. What it leaves
 # out: subscriptions and message delivery, topic aliases, per-message expiry
 # countdown, enhanced auth. publish() and the ack path allocate nothing on
-# MicroPython. This module adds only the socket and the waiting.
+# MicroPython. This module adds the waiting and the framing; the socket is
+# opened by conn.py, loaded for each connect.
 import errno
 from .core import Core, SESSION_LOST, ticks_ms, ticks_diff
 # (8 globals: a dict so small is scanned in a few probes even when full,
