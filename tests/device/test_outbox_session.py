@@ -47,8 +47,9 @@ def test_resume_with_session_resends_dup_and_pubrel():
 
 def test_code_that_runs_once_is_dropped_after():
     # hello.py builds the CONNECT body when a client is made, replay.py walks
-    # the outbox file once, at attach(): neither is kept, in sys.modules or as
-    # the package's attribute, so their code can be collected
+    # the outbox file once, at attach(), conn.py handles each CONNACK: none
+    # is kept, in sys.modules or as the package's attribute, so their code
+    # can be collected
     import sys
     import frugalmqtt
     path = scratch()
@@ -64,6 +65,9 @@ def test_code_that_runs_once_is_dropped_after():
             assert hasattr(frugalmqtt, name) != IS_MICROPYTHON, name
         got = r.up(clean=False, sp=True)
         assert got == [pub(5, b"d/1", b"one", 1, p1, dup=True)], hl(got)
+        assert r.s.up
+        assert ("frugalmqtt.conn" in sys.modules) != IS_MICROPYTHON
+        assert hasattr(frugalmqtt, "conn") != IS_MICROPYTHON
         ob.close()
     finally:
         drop(path)
