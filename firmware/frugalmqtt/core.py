@@ -177,13 +177,6 @@ class Core:
         if version == 4 and (not client_id and not clean or password is not None and user is None):
             # [MQTT-3.1.3-7] [MQTT-3.1.2-22]
             raise _why("user")
-        import sys
-        if sys.implementation.name == "micropython":
-            # the garbage the import left is collected before the buffers are
-            # taken, or they go around it (2 KB more heap for lite's smallest
-            # run when main.py does not collect)
-            import gc
-            gc.collect()
         self.v = version
         self.clean = clean
         self.clock = clock
