@@ -1,8 +1,9 @@
 # frugalmqtt.conn: what runs once per connection, in a module of its own:
 # opening the stream (tcp(), and lite's blocking connect()) and the CONNACK
-# (connack()), with the session's resume. The core imports it at the CONNACK and drops it again (core._drop):
-# a device holds its code only while it connects. It does not import the
-# core (no import circle): the core hands connack() its class.
+# (connack()), with the session's resume. The core imports it at the
+# CONNACK and drops it again (core._drop): a device holds its code only
+# while it connects. It does not import the core (no import circle): the
+# core hands connack() its class.
 import errno
 import select
 from sys import implementation
