@@ -115,6 +115,25 @@ def test_host_copies_of_private_consts_match_the_device():
         assert getattr(host, name) == getattr(props, name), name
 
 
+def test_device_copies_of_the_core_consts_match():
+    # Modules that write into the core's slot images or its table repeat the
+    # core's private const() values (MicroPython cannot import them); CPython
+    # keeps them as module attributes, so each copy is checked here.
+    import importlib
+    from frugalmqtt import core, conn
+    copies = 0
+    for m in sorted(p.stem for p in PACKAGE.glob("*.py")):
+        if m == "core":
+            continue
+        mod = importlib.import_module("frugalmqtt." + m)
+        for name in ("_HEAD", "_COMP", "_HOLD"):
+            if hasattr(mod, name):
+                assert getattr(mod, name) == getattr(core, name), (m, name)
+                copies += 1
+    assert copies >= 10  # alias, conn, cprops, hello, outbox, recv, wake, why: the walk found them
+    assert conn._SESSION_LOST == core.SESSION_LOST
+
+
 def test_replays_copies_of_the_outbox_record_consts_match():
     # replay.py (the outbox's reload, loaded once per attach) repeats the
     # outbox's record kinds and sizes: MicroPython cannot import private
