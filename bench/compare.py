@@ -551,8 +551,10 @@ NOTES = """## How it was measured
   On a small VM the QoS 0 rate against a local broker is bistable: measured per
   20000 messages it flips between about 110k/s and 280k/s within one run (the
   broker either keeps pace and sleeps, so that each write has to wake it, or it
-  never sleeps), also with the client and the broker pinned to a core each. A
-  single QoS 0 figure here is good to about ±20 %; compare rows of one run.
+  never sleeps), also with the client and the broker pinned to a core each. So
+  single runs of the fastest clients still spread widely (one 2 s run in five
+  or so spends most of its time slow); the table gives the median of the rounds,
+  and rows compare best within one run.
 - Unix-port figures are not device figures (64-bit objects, no Wi-Fi, a fast CPU).
 """
 NOTES = NOTES.replace("%(step)d", str(cb.HEAP_STEP))
