@@ -61,3 +61,13 @@ def test_readme_table_is_replaced_between_markers(tmp_path, monkeypatch):
     second = readme.read_text()
     assert "| b |" in second and "| a |" not in second
     assert second.count(compare.MARK_BEGIN) == 1 and second.startswith("# x\n\n## Layout\n")
+
+
+def test_the_results_notes_take_every_figure_they_name():
+    # the notes are a %-format: a stray "%" in their text once lost a
+    # 15-minute run at its very end
+    text = compare.NOTES % dict(n0="frugalmqtt 1000/1000", repeat=5, ms=2000,
+                                heap_why="frugalmqtt: MemoryError")
+    assert "median of 5 interleaved runs of 2000 ms" in text
+    assert "frugalmqtt 1000/1000" in text and "frugalmqtt: MemoryError" in text
+    assert "%(" not in text
