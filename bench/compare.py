@@ -123,6 +123,7 @@ def prepare(tmp, mpy_cross, log):
     sizes = mpy.sizes(tmp / "sizes")
     got = fetch_competitors.fetch(log=log)
     out = {}
+    ours = _frugal_version()  # once: every profile is the tree compiled above
     for lib, profile in OURS.items():
         if not profiles.available(profile):
             log("compare: %s (%s profile) %s" % (lib, profile, profiles.awaiting(profile)))
@@ -130,7 +131,7 @@ def prepare(tmp, mpy_cross, log):
         image = tmp / (profile + ".romfs")
         image.write_bytes(romfs.profile_image(profile))
         out[lib] = (str(common), sum(sizes[m] for m in profiles.PROFILES[profile]),
-                    _frugal_version(), image)
+                    ours, image)
     for lib, (packages, _) in LIBS.items():
         d = tmp / ("lib-" + lib)
         files = []
