@@ -35,7 +35,7 @@ def tcp(server, port, timeout_ms, ssl, ms=0):
         try:  # every packet leaves in one write: Nagle must not hold it
             s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY (no names on the unix port)
         except OSError:
-            pass  # a port without TCP_NODELAY
+            pass  # a stack without TCP_NODELAY: it still works (tests/test_conn_tcp.py)
         r = s
         if ssl:
             s = ssl.wrap_socket(s, server_hostname=server)
