@@ -1,4 +1,4 @@
 # The two exceptions every profile raises, under the name applications import
 # them by; they live in the core (a module of their own cost a device more
 # heap than the two classes).
-from .core import MQTTError, ServerError  # noqa: F401
+from .lite import MQTTError, ServerError  # noqa: F401

@@ -1,6 +1,6 @@
 # frugalmqtt.liteprops: MQTT 5 PUBLISH properties for lite.Publisher, encoded
 # once. In a module of its own so a device that sends none does not hold it.
-from .core import _why
+from .lite import why as _why
 
 
 def _field(b, pid, s):

@@ -4,7 +4,7 @@
 # against the table in propview (which reads received properties in place;
 # Props is here too under its old name). Imported only by a device that
 # builds properties.
-from .core import utf8
+from .lite import text as utf8  # PROTOTYPE 3
 from .propview import Props, TYPE, WHERE  # noqa: F401
 
 try:

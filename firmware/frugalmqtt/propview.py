@@ -6,7 +6,7 @@
 # no copies). A device that only receives never imports props (its names
 # and build() are for the application that sends properties).
 from array import array
-from .core import utf8
+from .lite import text as utf8  # PROTOTYPE 3
 
 # room in the globals dict for fast builtin lookups (see core.py): 13 names
 # in a dict of 17 slots, not 11 in 12

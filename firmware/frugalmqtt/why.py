@@ -19,6 +19,9 @@ _TEXT = {
                           "the buffer (%d bytes written)"),
     "server_max": (ValueError, "payload: a PUBLISH of %d bytes, over the server's Maximum "
                                "Packet Size %d"),  # [MQTT-3.2.2-15]
+    # the prototype lite's keys: names it holds anyway
+    "max_packet": (ValueError, "payload: a PUBLISH of %d bytes, over the server's Maximum "
+                               "Packet Size %d"),  # [MQTT-3.2.2-15]
     "payload_utf8": (ValueError, "payload: not UTF-8, and props say it is"),  # [U-3.3.2-b]
     "response_topic": (ValueError, "response_topic: a wildcard (+ #)"),  # [MQTT-3.3.2-14]
     "inbound": (ValueError, "inbound: %d, 1 to 65535"),
@@ -54,7 +57,7 @@ def why(key, a):
 def on_done(e, c):
     """core.Core._done (lite, telemetry): on_done raised e. callback_errors
     "log": print its traceback and go on; else raise it."""
-    if c.callback_errors != "log":
+    if getattr(c, "callback_errors", "raise") != "log":
         raise e
     try:
         from sys import print_exception
@@ -130,3 +133,15 @@ def reason(e):
     else:
         name = "reason code"
     return "0x%02X %s" % (c, name)
+
+
+def payload(c, topic, payload, props, qos, room):
+    """ValueError for a PUBLISH of the prototype lite.Publisher c that did
+    not fit its image of room bytes."""
+    n = 2 + len(topic.encode() if type(topic) is str else topic) + (2 if qos else 0)
+    n += len(payload.encode() if type(payload) is str else payload)
+    if c.state[10] == 5:  # lite._V
+        k = len(props) if props else 0
+        n += k + (1 if k < 128 else 2)
+    return ValueError("payload: a PUBLISH of %d bytes, over the %d its %s holds" % (
+        _packet(n), _packet(room - _HEAD), "slot" if qos else "buffer"))

@@ -1,0 +1,257 @@
+# frugalmqtt.lconn, PROTOTYPE 2: what runs once per connection, in a module
+# loaded for it and dropped again: start() sends the CONNECT on an open
+# stream (any driver), recv() takes the CONNACK (core.input() calls it,
+# so an asyncio driver gets it as any packet) and resumes the session;
+# connect() is lite.Publisher's blocking connect (stream, begin, poll until
+# the CONNACK). The module drops itself after the CONNACK, or when connect() fails.
+from . import lite  # (lite.core, lite.why ...: one global, not eight; the
+# module's globals dict is made at loading, its growth one of the blocks
+# connect() needs)
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from .time import const
+
+# lite.py's state[...] indices and slot states
+_N = const(0)
+_QUOTA = const(1)
+_KA = const(3)
+_RX = const(4)
+_TX = const(5)
+_SMAX = const(6)
+_MQOS = const(7)
+_RET = const(8)
+_PING = const(9)
+_V = const(10)
+_CLEAN = const(11)
+_TMO = const(12)
+_PORT = const(13)
+_T = const(14)
+_SP = const(15)  # the last CONNACK's session present
+_STRIDE = const(16)
+_ACK = const(1)
+_REC = const(2)
+_COMP = const(3)
+_HOLD = const(4)
+_F = const(18)
+_AMAX = const(20)
+_EARLY = const(22)
+_AL = const(23)
+_ALN = const(24)
+_FRECV = const(1)
+_SESSION_LOST = const(-3)  # lite.SESSION_LOST
+_ORD = const(26)
+_HELLO = const(27)
+_SERVER = const(29)
+_SSL = const(30)
+
+
+def start(self, sock, clean):
+    """Start a connection on the open stream sock: send CONNECT. The session
+    resumes when the CONNACK comes (core.input() calls recv())."""
+    a = self.state
+    h = a[_HELLO]
+    if a[_V] == 4 and not clean and not h[15] | h[16]:
+        raise lite.why("user")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
+    self.sock = sock
+    a[_EARLY] = 0
+    h[12] = h[12] & 0xFD | (2 if clean else 0)
+    a[_CLEAN] = clean
+    self.send(h[0], len(h) - h[0], 0, h)
+
+
+def connect(self, clean, sock, timeout_ms):
+    """Publisher.connect(): open the stream (unless sock is given), send
+    CONNECT, poll until the CONNACK; returns session present."""
+    a = self.state
+    if clean is None:
+        clean = a[_CLEAN]
+    timeout_ms = timeout_ms or a[_TMO]
+    t0 = lite.ticks_ms()
+    self.close()
+    try:
+        if sock is None:
+            import socket
+            import select
+            import sys
+            r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
+            sock = self.sock = socket.socket(r[0], socket.SOCK_STREAM)
+            sock.settimeout(timeout_ms / 1000)
+            sock.connect(r[-1])
+            try:  # every packet leaves in one write: Nagle must not hold it
+                sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+            except OSError:
+                pass
+            r = sock
+            if a[_SSL]:
+                sock = self.sock = a[_SSL].wrap_socket(sock, server_hostname=a[_SERVER])
+            # MicroPython's TLS socket has no settimeout: it reads and writes through r
+            getattr(sock, "settimeout", r.settimeout)(a[_TMO] / 1000)
+            r = self.poller = select.poll()
+            r.register(sock, select.POLLIN)
+            if sys.implementation.name != "micropython":
+                from .time import Stream
+                sock = self.poller = Stream(sock, r)
+        start(self, sock, clean)
+        while not a[_QUOTA]:  # poll() frames the CONNACK, core.input() hands it to recv()
+            if not self.poll(max(0, timeout_ms - lite.ticks_diff(lite.ticks_ms(), t0))):
+                raise OSError(110)  # ETIMEDOUT: no CONNACK
+        return bool(a[_SP])
+    except BaseException:
+        self.close()
+        raise
+    finally:  # dropped by recv(), unless it never came
+        import sys
+        if sys.implementation.name == "micropython" and __name__ in sys.modules:
+            del sys.modules[__name__]
+            delattr(sys.modules["frugalmqtt"], "lconn")
+
+
+def recv(self, n):
+    """The first packet of a connection, for core.input(): first byte
+    state[_T], n body bytes in data. Check it, take the server's limits,
+    resume the session. A protocol error raises MQTTError (input() answers
+    it); a refusal closes and raises ServerError."""
+    a = self.state
+    v = a[_V]
+    h = a[_HELLO]
+    try:
+        r = self.data
+        t = a[_T]
+        if t != 0x20:
+            raise lite.MQTTError(0x82)  # [MQTT-3.2.0-1]
+        if n < 2 or v == 4 and n != 2 or r[0] & 0xFE:
+            raise lite.MQTTError(0x81)  # [MQTT-3.2.2-1]
+        d = a[_ORD]
+        q = len(d)  # the quota, until the server's Receive Maximum says less
+        a[_SMAX] = 268435460
+        a[_MQOS] = 2
+        a[_RET] = 1
+        a[_KA] = (h[13] << 8 | h[14]) * 1000  # our Keep Alive
+        a[_AMAX] = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
+        if v == 5:
+            # The property block at r[2:n]: keep the limits that bind us
+            o = 2
+            k = 0
+            s = 0
+            while True:  # its length, a Variable Byte Integer
+                if o >= n or s == 28:
+                    raise lite.MQTTError(0x81)
+                c = r[o]
+                o += 1
+                k |= (c & 0x7F) << s
+                s += 7
+                if c < 128:
+                    break
+            if k + o != n or not c and s > 7:
+                raise lite.MQTTError(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
+            s = 0  # the ids seen
+            while o < n:
+                p = r[o]
+                o += 1
+                # the size of the value: a 1, 2 or 4 byte integer, 5 a string or
+                # binary data, 6 a string pair, 0 none (an unknown id)
+                k = b"45205500050500502201164111"[p - 0x11] - 48 if 0x11 <= p <= 0x2A else 0
+                if not k:
+                    raise lite.MQTTError(0x81)  # unknown id (5.0 2.2.2.2)
+                c = 1 << p - 0x11
+                # Each property but User Property at most once; Authentication
+                # Method/Data only in answer to ours, and we send none (5.0 3.2.2.3)
+                if s & c and p != 0x26 or p == 0x15 or p == 0x16:
+                    raise lite.MQTTError(0x82)
+                s |= c
+                c = 0
+                if k < 5:
+                    if o + k > n:
+                        raise lite.MQTTError(0x81)
+                    if k == 1 and r[o] > 1:
+                        raise lite.MQTTError(0x82)  # a byte property is 0 or 1 (5.0 3.2.2.3.4, ..)
+                    while k:
+                        c = c << 8 | r[o]
+                        o += 1
+                        k -= 1
+                    if not c and (p == 0x21 or p == 0x27):
+                        raise lite.MQTTError(0x82)  # not 0 (5.0 3.2.2.3.3, 3.2.2.3.6)
+                else:
+                    while k > 4:  # one string, or two: UTF-8 [MQTT-1.5.4-1]
+                        if o + 2 > n:
+                            raise lite.MQTTError(0x81)
+                        c = o + 2 + (r[o] << 8 | r[o + 1])
+                        if c > n or not lite.text(r, o + 2, c):
+                            raise lite.MQTTError(0x81)
+                        o = c
+                        k -= 1
+                if p == 0x21:
+                    if c < q:
+                        q = c  # [MQTT-3.3.4-7] [MQTT-4.9.0-1]
+                elif p == 0x27:
+                    a[_SMAX] = c  # [MQTT-3.2.2-15]
+                elif p == 0x24:
+                    a[_MQOS] = c  # [MQTT-3.2.2-11]
+                elif p == 0x25:
+                    a[_RET] = c  # [MQTT-3.2.2-14]
+                elif p == 0x22:
+                    a[_AMAX] = c if c < a[_ALN] else a[_ALN]  # [MQTT-3.2.2-17]
+                elif p == 0x13:
+                    a[_KA] = c * 1000  # Server Keep Alive replaces ours [MQTT-3.2.2-21]
+        if r[1]:
+            lite.core.close(self)
+            raise lite.ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
+        p = r[0] & 1
+        if p and a[_CLEAN]:
+            raise lite.MQTTError(0x82)  # session present after clean start [MQTT-3.2.2-4]
+        a[_QUOTA] = q  # the connection is up
+        a[_PING] = -1
+        a[_RX] = a[_TX]
+        # Resend the table in order [MQTT-4.4.0-1], a PUBLISH sent before
+        # with DUP=1 [MQTT-3.3.1-1]. Without a session they go again as new
+        # messages, and a QoS 2 flow past PUBREC ends as SESSION_LOST
+        # [MQTT-3.2.2-5]. PUBLISHes beyond the server's quota wait [MQTT-4.9.0-2].
+        b = self.buf
+        t = a[_STRIDE]
+        k = 0
+        n = 0  # the quota the PUBREL flows hold: they count [U-4.9-a]
+        while k < a[_N]:
+            s = d[k] * t
+            if b[s] == _COMP:
+                if not p:
+                    self.done(d[k], _SESSION_LOST)  # the flow ends, the slot is free
+                    if k < a[_EARLY]:
+                        a[_EARLY] -= 1
+                    continue
+                n += 1
+            k += 1
+        if a[_F] & _FRECV:
+            self.recv(2, p)  # a new connection for the receiving side
+        if a[_AL]:
+            a[_AL].get(None)  # aliases are per connection [MQTT-3.3.2-7]
+        k = 0
+        while k < a[_N]:
+            s = d[k] * t
+            if k < a[_EARLY]:  # sent after our CONNECT: the server has it [MQTT-3.1.4-5]
+                if b[s] != _COMP:
+                    n += 1
+            elif b[s] == _COMP:
+                self.send(0x62, b[s + 4] << 8 | b[s + 5])  # PUBREL again
+            else:
+                o = s + b[s + 1]
+                if not p:
+                    b[o] &= 0xF7  # a new message again
+                b[s] = _HOLD
+                if a[_AL] and a[_AL].update(d[k]):
+                    continue  # dropped (expired)
+                if n < q:
+                    b[s] = _REC if b[o] & 4 else _ACK
+                    try:
+                        self.send(o, b[s + 2] << 8 | b[s + 3], 0, b)
+                    finally:
+                        b[o] |= 8
+                    n += 1
+            k += 1
+        a[_SP] = p
+    finally:
+        import sys  # this module drops itself
+        if sys.implementation.name == "micropython":  # (CPython: threads may import it)
+            del sys.modules[__name__]
+            delattr(sys.modules["frugalmqtt"], "lconn")
