@@ -200,8 +200,8 @@ def core():  # (named as the class it makes: no name of its own)
         if a[_AMAX] and (not qos or a[_N] < a[_QUOTA] and not ob):
             al = a[_AL].get(topic)
         h = s + _M + _HEAD  # the body; the fixed header goes right before it
-        new = topic is not self.topic or type(topic) is bytearray
         x = type(topic)  # (no tuple to test it against: one would be built, allocated)
+        new = topic is not self.topic or x is bytearray
         if new and x is not str and x is not bytes and x is not bytearray and \
                 x is not memoryview or props and type(props) is not bytes:
             raise why("publish", topic, payload, props)
@@ -213,7 +213,14 @@ def core():  # (named as the class it makes: no name of its own)
             x = topic
             try:
                 while True:
-                    if type(x) is str:  # UTF-8 encoded by hand: no allocation
+                    y = type(x)
+                    if y is bytes or y is bytearray or y is memoryview:  # (the common case first)
+                        n = len(x)
+                        if o + n > e:
+                            raise IndexError
+                        b[o:o + n] = x
+                        o += n
+                    elif y is str:  # UTF-8 encoded by hand: no allocation
                         for c in x:
                             c = ord(c)
                             k = 0 if c < 0x80 else 1 if c < 0x800 else 2 if c < 0x10000 else 3
@@ -225,15 +232,8 @@ def core():  # (named as the class it makes: no name of its own)
                                 k -= 1
                                 b[o] = 0x80 | c >> 6 * k & 0x3F
                                 o += 1
-                    elif p and type(x) is not bytes and type(x) is not bytearray and \
-                            type(x) is not memoryview:
+                    else:  # a payload of another type (the topic's was checked above)
                         raise why("publish", topic, payload, props)
-                    else:
-                        n = len(x)
-                        if o + n > e:
-                            raise IndexError
-                        b[o:o + n] = x
-                        o += n
                     if p:
                         break  # the payload is in
                     n = o - h - 2
