@@ -2,7 +2,7 @@
 frugalmqtt.session.Session (the sans-I/O core with receiving and aliases)
 encoding PUBLISH at QoS 0/1/2 with properties and topic aliases, every ack
 it sends and receives, PINGREQ, inbound QoS 1/2 dispatch with properties
-read in place, and lite.Publisher's framing of whole packets.
+read in place, and lite.Publisher's framing of whole packets (its poll()).
 
 Under MicroPython no_alloc() locks the heap for the call, so any allocation
 fails the test; under CPython the same calls just run (and their results are
@@ -306,11 +306,15 @@ def test_decode_each_ack():
 
 class Preloaded:
     """A blocking stream over preloaded bytes: readinto copies byte by byte
-    (no slices, no new objects); write() discards."""
+    (no slices, no new objects); write() discards. It is its own poller:
+    ipoll() says readable once per grant (the test grants one packet per
+    poll), a tuple made once (no allocation, as MicroPython's ipoll)."""
 
     def __init__(self, data):
         self.data = bytearray(data)
         self.pos = 0
+        self.grants = 0
+        self.ready = (self,)
 
     def readinto(self, buf, n=-1):
         if n < 0 or n > len(buf):
@@ -333,8 +337,23 @@ class Preloaded:
     def close(self):
         pass
 
+    def ipoll(self, ms):
+        if self.grants:
+            self.grants -= 1
+            return self.ready
+        return ()
 
-LITE = L.Publisher("na", "broker", rx_size=128, clock=clock)
+
+class _Lite(L.Publisher):
+    """lite.Publisher recording the body length of each packet its poll()
+    framed (what the old _read() returned)."""
+
+    def input(self, n):
+        LITE_T[1] = n
+        return L.Publisher.input(self, n)
+
+
+LITE = _Lite("na", "broker", rx_size=128, clock=clock)
 LITE_T = array("i", [0, 0])
 LITE_LENS = (len(ack(5, PUBACK, 1, 0x10)) - 2, 0, 100 + 2 + 1 + 2 + 1, 2)
 
@@ -345,23 +364,27 @@ def _lite_stream(pid):
 
 
 def _lite_read():
-    LITE_T[1] = LITE._read()
-    LITE.packet(LITE_T[1])
+    # lite's poll() frames one packet (one grant of the stream) and hands it to input()
+    LITE.sock.grants = 1
+    assert LITE.poll(0)
 
 
 def test_lite_read_whole_packets_allocates_nothing():
     # a PUBACK with a reason code, PINGRESP, a QoS 1 PUBLISH, a PUBREL:
-    # framed by lite's _read() and handled, once unlocked, then locked
+    # framed by lite's poll() and handled, once unlocked, then locked
+    from frugalmqtt import lconn
     for locked in (False, True):
-        LITE.begin(Preloaded(connack(5)), True)
+        LITE.close()
+        LITE.poller = s = Preloaded(connack(5))
+        lconn.start(LITE, s, True)  # the CONNECT: lite's connect() without its wait
         _lite_read()
-        assert LITE.up
+        assert LITE.quota  # the CONNACK came
         pid = LITE.publish(b"t", b"x", 1)
-        LITE.sock = _lite_stream(pid)  # the same connection's next bytes
+        LITE.sock = LITE.poller = _lite_stream(pid)  # the same connection's next bytes
         for k in range(4):
             if locked:
                 no_alloc(_lite_read)
             else:
                 _lite_read()
             assert LITE_T[1] == LITE_LENS[k], (k, LITE_T[1])
-        assert LITE.pending() == 0 and LITE.up
+        assert LITE.pending() == 0 and LITE.quota
