@@ -22,23 +22,24 @@
 # it is reused, and the superblock is rewritten before the head overwrites
 # what the stored tail points to.
 #
-# Attached to a core.Core (any driver: lite.Publisher, telem.Telemetry,
-# client.MQTTClient) by attach(core): it reloads the file into the core's
-# table (restore()) and sets core.ob; the core then calls put(i)
-# before a new message in slot i is sent, defer() when there is no slot (or
-# a backlog already), rec(i) at a PUBREC, done(i) when a flow ends; a
-# recv.Receiver calls inbound(pid, add) for the inbound QoS 2 ids.
+# Attached to a client on lite.core (any driver: lite.Publisher,
+# telem.Telemetry, client.MQTTClient) by attach(core): it reloads the file
+# into the core's table (restore()) and sets itself in the core's
+# state[_OB]; the core then calls put(i) before a new message in slot i is
+# sent, push() when there is no slot (or a backlog already), update(i) at a
+# PUBREC, done(i) when a flow ends; a recv.Receiver calls inbound(pid, add)
+# for the inbound QoS 2 ids.
 import sys
 from array import array
-from .core import Core, FULL, _why, _drop
+from .lite import why as _why
 
 try:
     from micropython import const
 except ImportError:
-    const = int  # CPython
+    from .time import const  # CPython
 
 STORED = const(-5)  # publish(): no slot, the message waits in the file (the backlog)
-OUTBOX_FULL = FULL  # publish(): not stored, the file has no room (core.FULL)
+OUTBOX_FULL = const(-1)  # publish(): not stored, the file has no room (lite's FULL)
 
 # Record kinds
 _PUB = const(1)  # a PUBLISH; flag 1: in a session slot with its packet id, 0: backlog
@@ -50,7 +51,18 @@ _IN_DEL = const(6)  # PUBREL for `pid` came
 _IN_CLR = const(7)  # the server kept no session: no inbound ids
 _SKIP = const(8)  # the next record is at the ring's beginning
 
-# core.Core's: bytes before each slot image, and two slot states
+# lite.py's: the state[...] indices, the slot layout (6 meta bytes: state,
+# image start, size (2), packet id (2); 5 spare bytes before each body for
+# its fixed header), two slot states
+_N = const(0)
+_PID = const(2)
+_V = const(10)
+_STRIDE = const(16)
+_OB = const(19)
+_SUBS = const(21)
+_AL = const(23)
+_ORD = const(26)
+_M = const(6)
 _HEAD = const(5)
 _COMP = const(3)  # PUBREL sent, PUBCOMP awaited
 _HOLD = const(4)  # not sent on this connection yet
@@ -281,8 +293,9 @@ class Outbox:
         best = -1
         off = 0
         i = 0
-        while i < c.slots:
-            if c.state[i]:
+        st = c.state[_STRIDE]
+        while i < len(self.o_rec):
+            if c.buf[i * st]:  # slot i in use
                 d = (self.o_seq[i] - base) & _MASK
                 if best < 0 or d < best:
                     best = d
@@ -325,17 +338,20 @@ class Outbox:
         inbound QoS 2 ids (a recv.Receiver's) as awaiting PUBREL; free slots
         take backlog messages. Then the core calls the hooks below."""
         c = core
-        if c.n:
+        a = c.state
+        if a[_N]:
             raise _why("outbox_late")
         self.c = c
-        ss = len(c.img[0])  # a slot's image: the largest PUBLISH stored
-        self.buf = bytearray(max(ss, _CTL))
+        n = len(a[_ORD])  # slots
+        ss = a[_STRIDE] - _M  # a slot's image: the largest PUBLISH stored
+        # (the core writes a PUBLISH for the file as into a slot: after 6 meta bytes)
+        self.buf = bytearray(max(ss + _M, _CTL))
         self.nin = getattr(c, "in_max", 0)  # a core without recv.Receiver keeps no ids
-        self.o_seq = array("i", bytes(4 * c.slots))  # PUB record of each slot
-        self.o_off = array("i", bytes(4 * c.slots))
+        self.o_seq = array("i", bytes(4 * n))  # PUB record of each slot
+        self.o_off = array("i", bytes(4 * n))
         self.i_seq = array("i", bytes(4 * self.nin))  # IN_ADD record of each inbound id
         self.i_off = array("i", bytes(4 * self.nin))
-        self.o_rec = bytearray(c.slots)  # 1: no REC owed (QoS 1, or written)
+        self.o_rec = bytearray(n)  # 1: no REC owed (QoS 1, or written)
         # Draining a full store writes control records (LOAD, REC, DONE)
         # before the space of the messages drained comes free: every stored
         # message owes them (`owed` bytes) and new messages leave that room.
@@ -349,8 +365,10 @@ class Outbox:
         # for it and dropped again, so a device does not keep it after boot
         from . import replay
         replay.replay(self)
-        _drop(replay)
-        c.ob = self
+        if sys.implementation.name == "micropython":  # (CPython: threads may import it)
+            del sys.modules[replay.__name__]
+            delattr(sys.modules["frugalmqtt"], "replay")
+        a[_OB] = self
         self._fill()
 
     def restore(self, b, n, rec):
@@ -358,33 +376,60 @@ class Outbox:
         waiting to go (rec: past its PUBREC, PUBREL next); packet id 0 in it
         is replaced by a new one. Returns the slot. No allocation."""
         c = self.c
+        a = c.state
+        m = c.buf
+        st = a[_STRIDE]
         i = 0
-        while c.state[i]:
+        while m[i * st]:
             i += 1
         o = 1
         while b[o] & 0x80:  # the remaining length
             o += 1
-        s = _HEAD - 1 - o
-        m = c.img[i]
+        s = i * st
+        t = s + _M + _HEAD - 1 - o  # the body where the core puts it
         k = 0
         while k < n:
-            m[s + k] = b[k]
+            m[t + k] = b[k]
             k += 1
         o += 3 + (b[o + 1] << 8 | b[o + 2])  # the packet id, after the topic
         p = b[o] << 8 | b[o + 1]
         if not p:
-            p = Core._pid(c)
-            m[s + o] = p >> 8
-            m[s + o + 1] = p & 0xFF
-        c.pid[i] = p
-        c.start[i] = s
-        c.size[i] = n
-        if c._prep and c.v == 5:  # alias.Aliases counts its expiry down
-            c.t0[i] = c.clock()
-        c.state[i] = _COMP if rec else _HOLD
-        c.order[c.n] = i
-        c.n += 1
+            p = self._pid()
+            m[t + o] = p >> 8
+            m[t + o + 1] = p & 0xFF
+        m[s + 1] = t - s
+        m[s + 2] = n >> 8
+        m[s + 3] = n & 0xFF
+        m[s + 4] = p >> 8
+        m[s + 5] = p & 0xFF
+        if a[_AL] and a[_V] == 5:  # alias.Aliases counts its expiry down
+            a[_AL].start(i)
+        m[s] = _COMP if rec else _HOLD
+        a[_ORD][a[_N]] = i
+        a[_N] += 1
         return i
+
+    def _pid(self):
+        """A packet id for a message taking a slot, as the core's publish()
+        gives one: non-zero, unused by the table and by a SUBSCRIBE in
+        flight [MQTT-2.2.1-3]."""
+        c = self.c
+        a = c.state
+        b = c.buf
+        d = a[_ORD]
+        st = a[_STRIDE]
+        x = a[_SUBS]
+        while True:
+            n = a[_PID] % 65535 + 1
+            a[_PID] = n
+            if x and n in x:
+                continue
+            for k in range(a[_N]):
+                i = d[k] * st
+                if b[i + 4] << 8 | b[i + 5] == n:
+                    break
+            else:
+                return n
 
     def _set_pid(self, b, pid):
         """Put pid in the PUBLISH at b[0]."""
@@ -417,32 +462,40 @@ class Outbox:
     def _fill(self):
         """Free slots take backlog messages, oldest first: each gets a new
         packet id in the core, recorded (LOAD) before the core may send it."""
-        c = self.c
-        while self.backlog and c.n < c.slots:
+        a = self.c.state
+        while self.backlog and a[_N] < len(a[_ORD]):
             self._kind(self.bl_off)
             n = self.hdr[2] << 8 | self.hdr[3]
             self.f.readinto(self.buf, n)
             self._set_pid(self.buf, 0)  # the core gives it an id
             i = self.restore(self.buf, n, False)
-            self._control(_LOAD, self.bl_seq, c.pid[i])  # room kept for it (owed)
+            self._control(_LOAD, self.bl_seq, self._id(i))  # room kept for it (owed)
             self.owed -= _C
             self.o_seq[i] = self.bl_seq
             self.o_off[i] = self.bl_off
             self.o_rec[i] = (self.buf[0] >> 1) & 3 == 1
             self._next_backlog()
 
+    def _id(self, i):
+        """Slot i's packet id."""
+        b = self.c.buf
+        s = i * self.c.state[_STRIDE]
+        return b[s + 4] << 8 | b[s + 5]
+
     # ---- hooks called by the core -------------------------------------------
 
     def put(self, i):
         """Slot i holds a new QoS 1/2 message (not sent yet): record it.
         False when the file has no room."""
-        c = self.c
-        s = c.start[i]
-        q1 = (c.img[i][s] >> 1) & 3 == 1
+        b = self.c.buf
+        s = i * self.c.state[_STRIDE]
+        t = s + b[s + 1]
+        q1 = (b[t] >> 1) & 3 == 1
         cost = _C if q1 else 2 * _C  # DONE, REC
         # the room it leaves: the fixed reserve, and the control records owed
         # by every stored message and by this one
-        if not self._append(_PUB, 1, c.img[i], s, c.size[i], self.reserve + self.owed + cost):
+        if not self._append(_PUB, 1, b, t, b[s + 2] << 8 | b[s + 3],
+                            self.reserve + self.owed + cost):
             return False
         self.owed += cost
         self.o_rec[i] = q1
@@ -450,7 +503,7 @@ class Outbox:
         self.o_off[i] = self.last_off
         return True
 
-    def defer(self, off, n):
+    def push(self, off, n):
         """No slot (or older messages wait): keep the PUBLISH of n bytes at
         self.buf[off] in the file (its packet id comes when it moves into a
         slot). STORED, or OUTBOX_FULL when the file has no room."""
@@ -464,16 +517,16 @@ class Outbox:
         self.backlog += 1
         return STORED
 
-    def rec(self, i):
+    def update(self, i):
         """PUBREC came for slot i; recorded before the PUBREL goes out."""
-        self._control(_REC, self.o_seq[i], self.c.pid[i])
+        self._control(_REC, self.o_seq[i], self._id(i))
         self.o_rec[i] = 1
         self.owed -= _C
 
     def done(self, i):
         """The flow of slot i ended (the core freed it): retire its record
         and move the next backlog message into a slot."""
-        self._control(_DONE, self.o_seq[i], self.c.pid[i])
+        self._control(_DONE, self.o_seq[i], self._id(i))
         self.owed -= _C * (2 - self.o_rec[i])  # a REC never written is not owed
         self._fill()
 

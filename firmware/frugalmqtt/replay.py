@@ -4,12 +4,14 @@
 # The record kinds and sizes are outbox.py's (const() names are private to
 # their module; tests/test_device_imports.py checks the copies). It imports
 # nothing of outbox.py's: the outbox calls it.
-from .core import _why
+from .lite import why as _why
 
 try:
     from micropython import const
 except ImportError:
-    const = int  # CPython
+    from .time import const  # CPython
+
+_ORD = const(26)  # lite.py's state[_ORD]: the slot numbers (its length: the slots)
 
 _PUB = const(1)
 _LOAD = const(2)
@@ -74,8 +76,8 @@ def replay(ob):
             ids.append([pid, seq, pos])
         elif k == _IN_DEL or k == _IN_CLR:
             ids = [x for x in ids if k == _IN_DEL and x[0] != pid]
-        if len(live) > c.slots:
-            raise _why("outbox_slots", c.slots)
+        if len(live) > len(c.state[_ORD]):
+            raise _why("outbox_slots", len(c.state[_ORD]))
         if len(ids) > ob.nin:
             raise _why("outbox_inbound", ob.nin)
         pos = ob._after(pos)
