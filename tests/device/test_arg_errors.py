@@ -12,8 +12,13 @@ from frugalmqtt.telem import Telemetry
 
 
 class _Telem(Telemetry):
-    def _wait(self, ms):
-        return self.sock.rpos < self.sock.rend
+    """Telemetry whose readiness comes from the peer's script (the peer is
+    its own poller, as in _lite_rig.Lite)."""
+
+    def connect(self, clean=None, sock=None, timeout_ms=0):
+        if sock is not None:
+            self.poller = sock
+        return Telemetry.connect(self, clean, sock, timeout_ms)
 
 
 def _publishers(v):
