@@ -11,6 +11,14 @@ from _session_rig import connack, hl
 from frugalmqtt.session import Session
 from frugalmqtt.outbox import Outbox
 
+# lite.py's state[...] indices the rig reads (a const with a leading
+# underscore is no module attribute on MicroPython)
+_N = 0
+_QUOTA = 1
+_T = 14
+_STRIDE = 16
+_ORD = 26
+
 try:
     _TAG = "".join("%02x" % b for b in os.urandom(4))
 except (AttributeError, NotImplementedError):
@@ -65,13 +73,13 @@ class Rig(_session_rig.Rig):
 
     def feed(self, data):
         """Bytes from the broker, framed as a driver does: each whole packet
-        into rx, then packet(). Allocates nothing."""
+        into data (its first byte in state[_T]), then input(). Allocates nothing."""
         s = self.s
-        r = s.rx
+        r = s.data
         o = 0
         end = len(data)
         while o < end:
-            s.first = data[o]
+            s.state[_T] = data[o]
             o += 1
             rl = 0
             sh = 0
@@ -87,7 +95,7 @@ class Rig(_session_rig.Rig):
                 r[k] = data[o + k]
                 k += 1
             o += rl
-            s.packet(rl)
+            s.input(rl)
 
     def up(self, clean=True, sp=False, props=None):
         """A new connection: CONNECT, then the broker's CONNACK. Returns what
@@ -96,7 +104,7 @@ class Rig(_session_rig.Rig):
         sent = self.take()
         assert len(sent) == 1 and sent[0][0] == 0x10, hl(sent)
         self.feed(connack(self.v, sp, 0, props))
-        assert self.s.up
+        assert self.s.state[_QUOTA]  # the server accepted the connection
         return self.take()
 
 
@@ -109,12 +117,16 @@ def boot(path, size, v=5, slots=2, inbound=2, slot_size=64, record=True):
 
 
 def table(c):
-    """The core's flows in publish order: (packet id, state, PUBLISH bytes)."""
+    """The core's flows in publish order: (packet id, state, PUBLISH bytes).
+    Slot i's bytes in c.buf from i * state[_STRIDE]: its state, the image's
+    start (from the slot's), size (2), packet id (2), then the image."""
     res = []
-    for k in range(c.n):
-        i = c.order[k]
-        s = c.start[i]
-        res.append((c.pid[i], c.state[i], bytes(c.img[i][s:s + c.size[i]])))
+    a = c.state
+    b = c.buf
+    for k in range(a[_N]):
+        s = a[_ORD][k] * a[_STRIDE]
+        t = s + b[s + 1]
+        res.append((b[s + 4] << 8 | b[s + 5], b[s], bytes(b[t:t + (b[s + 2] << 8 | b[s + 3])])))
     return res
 
 

@@ -9,7 +9,7 @@ from _util import IS_MICROPYTHON, no_alloc
 from _session_rig import BOTH, ack, pub, rel, hl, connack
 from _outbox_rig import scratch, drop, boot, broker_drain, table
 from frugalmqtt.outbox import Outbox, STORED
-from frugalmqtt.core import SESSION_LOST
+from frugalmqtt.lite import SESSION_LOST
 from frugalmqtt_host.ref.codec import PUBACK, PUBREC, PUBREL, PUBCOMP
 
 SIZE = 2048
@@ -46,8 +46,8 @@ def test_resume_with_session_resends_dup_and_pubrel():
 
 
 def test_code_that_runs_once_is_dropped_after():
-    # hello.py builds the CONNECT body when a client is made, replay.py walks
-    # the outbox file once, at attach(), conn.py handles each CONNACK: none
+    # lhello.py builds the CONNECT when a client is made, replay.py walks
+    # the outbox file once, at attach(), lconn.py handles each CONNACK: none
     # is kept, in sys.modules or as the package's attribute, so their code
     # can be collected
     import sys
@@ -60,14 +60,14 @@ def test_code_that_runs_once_is_dropped_after():
         ob.close()
         r, ob = boot(path, SIZE, 5, slots=2)  # the reload brought p1 back
         assert r.s.pending() == 1
-        for name in ("replay", "hello"):  # (CPython keeps them: core._drop)
+        for name in ("replay", "lhello"):  # (CPython keeps them)
             assert ("frugalmqtt." + name in sys.modules) != IS_MICROPYTHON, name
             assert hasattr(frugalmqtt, name) != IS_MICROPYTHON, name
         got = r.up(clean=False, sp=True)
         assert got == [pub(5, b"d/1", b"one", 1, p1, dup=True)], hl(got)
-        assert r.s.up
-        assert ("frugalmqtt.conn" in sys.modules) != IS_MICROPYTHON
-        assert hasattr(frugalmqtt, "conn") != IS_MICROPYTHON
+        assert r.s.state[1]  # lite's state[_QUOTA]: the connection is up
+        assert ("frugalmqtt.lconn" in sys.modules) != IS_MICROPYTHON
+        assert hasattr(frugalmqtt, "lconn") != IS_MICROPYTHON
         ob.close()
     finally:
         drop(path)
@@ -222,10 +222,13 @@ from frugalmqtt.liteprops import props  # noqa: E402
 
 
 class _Telem(Telemetry):
-    """A Telemetry whose readiness comes from the peer's script, not poll()."""
+    """A Telemetry whose readiness comes from the peer's script (the peer is
+    its own poller, as in _lite_rig.Lite)."""
 
-    def _wait(self, ms):
-        return self.sock.rpos < self.sock.rend
+    def connect(self, clean=None, sock=None, timeout_ms=0):
+        if sock is not None:
+            self.poller = sock
+        return Telemetry.connect(self, clean, sock, timeout_ms)
 
 
 def _call(fn, *args):
@@ -241,7 +244,7 @@ def _telem(path, v, sp=False):
 
 
 def test_telemetry_waits_when_the_outbox_file_is_full():
-    # a full file: publish() waits for an ack in room() and tries again; it
+    # a full file: publish() waits for an ack in poll() and tries again; it
     # never returns FULL (the message silently not stored); no ack within
     # timeout_ms: OSError ETIMEDOUT, and the message was not stored
     import errno
