@@ -1,6 +1,7 @@
 """The core's contract with a driver that sends flows before the CONNACK
-(frugalmqtt.wake): after begin(), the driver sends the first `early` flows of
-the table (PUBLISH or, past PUBREC, PUBREL) and sets Core.early; the CONNACK
+(frugalmqtt.wake): after lconn.start(), the driver sends the first `early`
+flows of the table (PUBLISH or, past PUBREC, PUBREL) and sets
+state[_EARLY]; the CONNACK
 then sends none of them again [MQTT-3.1.4-5]. Runs on CPython and
 MicroPython, against the lite rig's scripted peer."""
 from _session_rig import BOTH, ack, connack, pub, rel, h
@@ -8,7 +9,13 @@ from frugalmqtt_host.ref import codec
 from frugalmqtt.lite import SESSION_LOST
 from _lite_rig import Peer, Lite
 
-_COMP = 3  # core._COMP
+# lite.py's slot states and state[...] indices
+_ACK = 1
+_REC = 2
+_COMP = 3
+_STRIDE = 16
+_EARLY = 22
+_ORD = 26
 
 
 def three_flows(v):
@@ -31,21 +38,28 @@ def early(p, v, k, sp):
     """A new connection: CONNECT, the first k flows right behind it, then the
     CONNACK (session present sp). Returns what went before the CONNACK
     (without the CONNECT) and what went at it."""
+    from frugalmqtt import lconn
     peer = Peer()
-    p.begin(peer, False)
+    p.poller = peer
+    lconn.start(p, peer, False)
+    a = p.state
+    b = p.buf
     n = 0
     while n < k:
-        i = p.order[n]
-        if p.state[i] == _COMP:
-            p._ack(0x62, p.pid[i])
+        s = a[_ORD][n] * a[_STRIDE]  # the slot: state, image start, size (2), pid (2)
+        if b[s] == _COMP:
+            p.send(0x62, b[s + 4] << 8 | b[s + 5])  # PUBREL
         else:
-            p._go(i)
+            o = s + b[s + 1]
+            b[s] = _REC if b[o] & 4 else _ACK
+            p.send(o, b[s + 2] << 8 | b[s + 3], 0, b)  # the PUBLISH
+            b[o] |= 8  # any later sending is a resend
         n += 1
-    p.early = k
+    a[_EARLY] = k
     before = peer.sent()
     assert before[0][0] == 0x10, [h(x) for x in before]
     peer.give(connack(v, sp))
-    p.packet(p._read())
+    p.poll(0)
     return before[1:], peer.sent()
 
 
@@ -77,4 +91,4 @@ def test_without_a_session_the_early_pubrel_flow_is_lost_and_nothing_resent():
         assert before == [pub(v, "t", b"a", 1, 1, dup=True), rel(2)]
         assert done == [(2, SESSION_LOST)]
         assert at == [pub(v, "t", b"c", 1, 3)], [h(x) for x in at]
-        assert p.early == 1 and p.pending() == 2
+        assert p.state[_EARLY] == 1 and p.pending() == 2
