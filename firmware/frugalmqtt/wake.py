@@ -22,18 +22,33 @@
 # live in a Store: RTC memory where the board has it (ESP32), else a file in
 # flash (Pico W; the unix port's stand-in for RTC memory).
 import os
-from .core import Core, MQTTError, ServerError, ticks_ms, ticks_diff
+from .lite import core, MQTTError, ServerError, ticks_ms, ticks_diff
 from .outbox import Outbox
 from .telem import Telemetry
 
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
 _STATE = const(16)  # bytes of wake state before the outbox's file
 _MAGIC = const(0xF7)
-_COMP = const(3)  # core._COMP: PUBREL sent, waiting for PUBCOMP
+# lite.py's state[...] indices and slot states
+_N = const(0)
+_QUOTA = const(1)
+_PID = const(2)
+_SMAX = const(6)
+_MQOS = const(7)
+_RET = const(8)
+_TMO = const(12)
+_STRIDE = const(16)
+_EARLY = const(22)
+_AL = const(23)
+_ORD = const(26)
+_HELLO = const(27)
+_ACK = const(1)
+_REC = const(2)
+_COMP = const(3)  # PUBREL sent, waiting for PUBCOMP
 
 
 class Store:
@@ -123,7 +138,10 @@ class Wake(Telemetry):
     sessions get a session expiry) plus store, a Store: its outbox keeps
     the messages until acknowledged, its state the packet-id counter and the
     remembered limits. `user`: an int of the application's kept with them
-    (a reading's sequence number, say)."""
+    (a reading's sequence number, say). `known`: limits are remembered (the
+    server's Maximum QoS, Retain Available, Maximum Packet Size go in the
+    core's state; its Receive Maximum, capped at the slots, in `rq`: the
+    core's quota is 0 until a CONNACK)."""
 
     def __init__(self, *a, store=None, **kw):
         kw.setdefault("clean", False)
@@ -132,31 +150,34 @@ class Wake(Telemetry):
         self.store = store
         kw["outbox"] = Outbox(store, len(store.b) - _STATE)
         Telemetry.__init__(self, *a, **kw)
-        self.went = bytearray(self.slots)  # 1: the slot's flow went before the CONNACK
+        a = self.state
+        self.went = bytearray(len(a[_ORD]))  # 1: the slot's flow went before the CONNACK
         self.parked = 0  # flows refused for a quota we overran: they go next connection
         s = store.b
         self.known = False
         self.user = 0
+        self.rq = 0
         if s[0] == _MAGIC and s[15] == sum(s[:15]) & 0xFF:
             self.known = bool(s[1] & 1)
-            self.max_qos = s[1] >> 2 & 3
-            self.retain_ok = bool(s[1] & 2)
-            self.quota = min(self.slots, s[2] << 8 | s[3])
-            self.last_pid = s[4] << 8 | s[5]
-            self.server_max = int.from_bytes(s[6:10], "big")
+            a[_MQOS] = s[1] >> 2 & 3
+            a[_RET] = 1 if s[1] & 2 else 0
+            self.rq = min(len(a[_ORD]), s[2] << 8 | s[3])
+            a[_PID] = s[4] << 8 | s[5]
+            a[_SMAX] = int.from_bytes(s[6:10], "big")
             self.user = int.from_bytes(s[10:14], "big")
 
     def save(self):
         """Keep the packet-id counter, the limits (once a CONNACK gave them)
         and `user` in the store."""
         s = self.store.b
+        a = self.state
         s[0] = _MAGIC
-        s[1] = (1 if self.known else 0) | (2 if self.retain_ok else 0) | self.max_qos << 2
-        s[2] = self.quota >> 8
-        s[3] = self.quota & 0xFF
-        s[4] = self.last_pid >> 8
-        s[5] = self.last_pid & 0xFF
-        s[6:10] = self.server_max.to_bytes(4, "big")
+        s[1] = (1 if self.known else 0) | (2 if a[_RET] else 0) | a[_MQOS] << 2
+        s[2] = self.rq >> 8
+        s[3] = self.rq & 0xFF
+        s[4] = a[_PID] >> 8
+        s[5] = a[_PID] & 0xFF
+        s[6:10] = a[_SMAX].to_bytes(4, "big")
         s[10:14] = (self.user & 0xFFFFFFFF).to_bytes(4, "big")
         s[14] = 0
         s[15] = sum(s[:15]) & 0xFF
@@ -167,7 +188,7 @@ class Wake(Telemetry):
         (QoS 1/2 ones are stored first, so nothing is lost if the cycle is
         cut). Returns [(packet id, reason)] for each flow that ended (reason
         0 or a 5.0 success code: delivered; >= 0x80 refused by the server;
-        core.SESSION_LOST). What was not acknowledged by the deadline stays
+        lite.SESSION_LOST). What was not acknowledged by the deadline stays
         stored for the next wake. `ids`: the new messages' packet ids
         (outbox.STORED when one waits in the outbox for a slot)."""
         t0 = ticks_ms()
@@ -177,17 +198,19 @@ class Wake(Telemetry):
         q0 = []
         for m in msgs:
             if m[2]:
-                self.ids.append(Core.publish(self, *m))
+                self.ids.append(core.publish(self, *m))
             else:
                 q0.append(m)
-        self.timeout = deadline_ms
+        a = self.state
+        a[_TMO] = deadline_ms
         try:
             self.connect(False)  # CONNECT and (limits known) the table; the CONNACK
             self.known = True
+            self.rq = a[_QUOTA]
             self.save()  # the limits it gave
             for m in q0:  # QoS 0: no ack to wait for, they go once the CONNACK came
-                Core.publish(self, *m)
-            while self.n > self.parked:
+                core.publish(self, *m)
+            while a[_N] > self.parked:
                 left = deadline_ms - ticks_diff(ticks_ms(), t0)
                 if left <= 0:
                     break
@@ -198,18 +221,23 @@ class Wake(Telemetry):
         self.save()
         return ended
 
-    def begin(self, sock, clean):
-        """Send CONNECT; with limits remembered, the stored and new QoS 1/2
-        messages right behind it, in one write."""
-        w = _Burst(sock)
-        Core.begin(self, w, clean)
+    def send(self, t, n, reason=0, buf=None):
+        """The core's send(); the CONNECT (lconn.start() sends it) goes with,
+        when limits are remembered, the stored and new QoS 1/2 messages right
+        behind it, in one write."""
+        a = self.state
+        if buf is not a[_HELLO]:
+            return core.send(self, t, n, reason, buf)
+        s = self.sock
+        w = self.sock = _Burst(s)  # (gathers: its write never fails)
+        core.send(self, t, n, reason, buf)
         self.parked = 0
-        for i in range(self.slots):
+        for i in range(len(self.went)):
             self.went[i] = 0
         if self.known:
-            self.early = self._early()
+            a[_EARLY] = self._early()
+        self.sock = s
         w.send()
-        self.sock = sock
 
     def _early(self):
         """Send the table in order (PUBREL for QoS 2 flows past PUBREC,
@@ -219,25 +247,35 @@ class Wake(Telemetry):
         [MQTT-3.2.2-15]; the first that does not fit waits for the CONNACK,
         and so does every later one (order [MQTT-4.6.0-2]). Returns how many
         flows went."""
+        a = self.state
+        b = self.buf
+        d = a[_ORD]
         k = 0
-        while k < self.n:
-            i = self.order[k]
-            if self.state[i] == _COMP:
-                self._ack(0x62, self.pid[i])
+        while k < a[_N]:
+            i = d[k]
+            s = i * a[_STRIDE]  # the slot: state, image start, size (2), packet id (2)
+            if b[s] == _COMP:
+                core.send(self, 0x62, b[s + 4] << 8 | b[s + 5])  # PUBREL
             else:
-                f = self.img[i][self.start[i]]
-                if (k >= self.quota or f >> 1 & 3 > self.max_qos or f & 1 and not self.retain_ok
-                        or self.size[i] > self.server_max):
+                o = s + b[s + 1]
+                f = b[o]
+                if (k >= self.rq or f >> 1 & 3 > a[_MQOS] or f & 1 and not a[_RET]
+                        or (b[s + 2] << 8 | b[s + 3]) > a[_SMAX]):
                     break
-                if self.prepare(i):
+                if a[_AL] and a[_AL].update(i):
                     continue  # dropped (expired): the next one moved up
-                self._go(i)
+                o = s + b[s + 1]  # (update() may have rewritten the image)
+                b[s] = _REC if b[o] & 4 else _ACK
+                try:
+                    core.send(self, o, b[s + 2] << 8 | b[s + 3], 0, b)
+                finally:
+                    b[o] |= 8  # any later sending is a resend [MQTT-3.3.1-1]
                 self.went[i] = 1
             k += 1
         return k
 
-    def _free(self, i, reason):
-        """A flow ended (core.Core._free), except one that went before the
+    def done(self, i, reason):
+        """A flow ended (lite.core.done), except one that went before the
         CONNACK and was refused for the server's quota (0x97: its Receive
         Maximum dropped below the one remembered): that one stays stored
         and goes again on the next connection, as the server did not take
@@ -247,4 +285,4 @@ class Wake(Telemetry):
             self.went[i] = 0
             self.parked += 1
             return
-        Core._free(self, i, reason)
+        core.done(self, i, reason)
