@@ -29,7 +29,7 @@ def say(line):
 
 
 def frugal(host, port, cid, store, payloads, deadline, reset_at, version):
-    from frugalmqtt.core import Core
+    from frugalmqtt.lite import core
     from frugalmqtt.wake import Wake, Store, _Burst
     steps = [0]
 
@@ -48,11 +48,12 @@ def frugal(host, port, cid, store, payloads, deadline, reset_at, version):
         setattr(cls, name, g)
 
     if reset_at:  # -1: count the steps, never reset
-        for cls, name in ((Store, "flush"), (_Burst, "send"), (Core, "_send"), (Wake, "_read")):
+        # (the core's send(), and input(): each packet the driver framed)
+        for cls, name in ((Store, "flush"), (_Burst, "send"), (core, "send"), (core, "input")):
             hook(cls, name)
     w = Wake(cid, host, port, version, store=Store(2048, store), slots=4, max_packet=128)
     for p, q in payloads:
-        Core.publish(w, "wake/" + cid, p, q)
+        core.publish(w, "wake/" + cid, p, q)
         say("stored %s %d" % (p, q))
     for pid, reason in w.cycle((), deadline):
         say("ended %d %d" % (pid, reason))

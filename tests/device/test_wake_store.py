@@ -6,8 +6,15 @@ wait in the table. machine.RTC is a stand-in here (no port but the ESP32 has
 it); CPython and MicroPython."""
 import sys
 from _outbox_rig import scratch, drop
-from frugalmqtt.core import Core
+from frugalmqtt.lite import core
 from frugalmqtt.wake import Wake, Store
+
+# lite.py's state[...] indices the test reads
+_N = 0
+_PID = 2
+_MQOS = 7
+_STRIDE = 16
+_ORD = 26
 
 
 class _RTC:
@@ -26,23 +33,25 @@ class _Machine:
 
 def _publish_then_reset(store):
     w = Wake("dev", "127.0.0.1", 1, version=5, store=store(), slots=4, max_packet=128)
-    assert Core.publish(w, "t/a", b"one", 1) == 1
-    assert Core.publish(w, "t/b", b"two", 2) == 2
+    assert core.publish(w, "t/a", b"one", 1) == 1
+    assert core.publish(w, "t/b", b"two", 2) == 2
     w.user = 41
     w.known = True  # as after a CONNACK
-    w.max_qos = 1
-    w.quota = 3
+    w.state[_MQOS] = 1
+    w.rq = 3  # the remembered Receive Maximum
     w.save()
     return Wake("dev", "127.0.0.1", 1, version=5, store=store(), slots=4, max_packet=128)
 
 
 def _check(w):
-    assert w.pending() == 2 and w.user == 41 and w.last_pid == 2
-    assert w.known and w.max_qos == 1 and w.quota == 3
+    a = w.state
+    assert w.pending() == 2 and w.user == 41 and a[_PID] == 2
+    assert w.known and a[_MQOS] == 1 and w.rq == 3
+    b = w.buf
     for k, pid in ((0, 1), (1, 2)):
-        i = w.order[k]
-        assert w.pid[i] == pid
-        assert w.img[i][w.start[i]] & 8  # DUP=1: it may have gone before the reset
+        s = a[_ORD][k] * a[_STRIDE]  # the slot: state, image start, size (2), packet id (2)
+        assert b[s + 4] << 8 | b[s + 5] == pid
+        assert b[s + b[s + 1]] & 8  # DUP=1: it may have gone before the reset
 
 
 def test_rtc_memory_keeps_the_wake_across_a_reset():
