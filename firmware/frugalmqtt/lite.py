@@ -738,9 +738,12 @@ def Publisher():  # (named as the class it makes: no name of its own)
         if name == "connected":
             return self.sock is not None
         k = ("- quota - ka_ms - - server_max max_qos retain_ok - v clean timeout port - sp "
-             "- - - - - - - - - - - - - server ssl slots keepalive").split()
-        if name not in k:
+             "- - - - - - - - - - - - - server ssl slots keepalive callback_errors raise").split()
+        if name not in k or name == k[34]:
             raise AttributeError(name)
+        if name == k[33]:
+            return k[34]  # callback_errors' default (why.on_done reads it so; a str made
+            # from the list's: a literal of its own would be a new qstr)
         k = k.index(name)
         if k > 30:
             return len(a[_ORD]) if k == 31 else a[_HELLO][13] << 8 | a[_HELLO][14]
