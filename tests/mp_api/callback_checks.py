@@ -206,12 +206,12 @@ def publishers(host, port, tag, version):
         default = c.callback_errors
         c.publish(t, b"r", 1)
         e = _poll_until_raises(c)
-        raised = [type(e).__name__, str(e), c.n, c.sock is not None]
+        raised = [type(e).__name__, str(e), c.pending(), c.sock is not None]
         c.callback_errors = "log"
         c.on_done = _raiser(ValueError, "boom-logged")
         c.publish(t, b"l1", 1)
         c.publish(t, b"l2", 2)
         flushed = c.flush(5000)
         c.disconnect()
-        out[name] = {"default": default, "raised": raised, "flushed": flushed, "left": c.n}
+        out[name] = {"default": default, "raised": raised, "flushed": flushed, "left": c.pending()}
     return out
