@@ -169,7 +169,7 @@ def main():
             from frugalmqtt.liteprops import props as lprops
             c = telemetry("b-tpub", HOST, PORT, v)
             props = lprops(user=(("k", "v"),)) if v == 5 else None
-            out("alias_max", c.amax)
+            out("alias_max", c.state[20])  # lite's state[_AMAX]
         elif case[0] == "l":
             from frugalmqtt.lite import Publisher
             from frugalmqtt.liteprops import props as lprops
