@@ -11,7 +11,8 @@ written on another branch) is "awaiting" it: the tools say so and leave it
 out instead of failing.
 
 Module names are files of firmware/frugalmqtt/ without ".py"; _cpython.py
-(what MicroPython has built in, for CPython) is never installed on a device.
+and time.py (what MicroPython has built in, for CPython) are never installed
+on a device.
 The broker side and the test conveniences are not in firmware/ at all: they
 are the host package frugalmqtt_host/.
 """
@@ -39,8 +40,9 @@ ENTRIES = {
 # exceptions from (the core defines them, err re-exports them).
 ALWAYS = ["__init__", "err"]
 
-# What MicroPython has built in, stood in for CPython: never on a device.
-HOST_ONLY = {"_cpython"}
+# What MicroPython has built in, stood in for CPython: never on a device
+# (time.py: the core's fallback import `from .time import ...`, CPython's).
+HOST_ONLY = {"_cpython", "time"}
 
 
 def imports(module):
