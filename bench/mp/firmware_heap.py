@@ -15,8 +15,8 @@ import telemetry
 
 t = telemetry.main()
 gc.collect()
-if t.dropped or t.client.n:
-    print("@@ error dropped", t.dropped, "pending", t.client.n)
+if t.dropped or t.client.pending():
+    print("@@ error dropped", t.dropped, "pending", t.client.pending())
     sys.exit(4)
 print("@@ ok", t.seq)
 print("@@ held", gc.mem_alloc())
