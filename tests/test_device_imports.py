@@ -141,39 +141,13 @@ def test_device_copies_of_the_core_consts_match():
         lite.SESSION_LOST
 
 
-# lite.py's state[...] indices, slot layout and slot states, as the modules
-# on lite.core copy them (outbox.py's and replay.py's _REC is a record kind:
-# not in this list)
-_LITE = ("_N", "_QUOTA", "_PID", "_KA", "_RX", "_TX", "_SMAX", "_MQOS", "_RET", "_PING", "_V",
-         "_CLEAN", "_TMO", "_PORT", "_T", "_SP", "_STRIDE", "_TXO", "_F", "_OB", "_AMAX",
-         "_SUBS", "_EARLY", "_AL", "_ALN", "_OVER", "_ORD", "_HELLO", "_CLOCK", "_SERVER",
-         "_SSL", "_M", "_HEAD", "_ACK", "_COMP", "_HOLD", "_FRECV")
-
-
-def test_device_copies_of_lite_core_consts_match():
-    # The modules on lite.core (lconn, lhello, alias, outbox, replay, wake,
-    # telem ...) repeat its private const() values; CPython keeps them as
-    # module attributes, so each copy is checked here.
-    from frugalmqtt import lite
-    copies = 0
-    for m in ("lconn", "lhello", "alias", "outbox", "replay", "telem", "wake"):
-        mod = importlib.import_module("frugalmqtt." + m)
-        for name in _LITE:
-            if hasattr(mod, name):
-                assert getattr(mod, name) == getattr(lite, name), (m, name)
-                copies += 1
-    assert copies >= 40, copies
-    from frugalmqtt import lconn
-    assert lconn._SESSION_LOST == lite.SESSION_LOST
-
-
 def test_replays_copies_of_the_outbox_record_consts_match():
     # replay.py (the outbox's reload, loaded once per attach) repeats the
     # outbox's record kinds and sizes: MicroPython cannot import private
     # const() names, CPython keeps them as module attributes.
     from frugalmqtt import outbox, replay
     names = [n for n in vars(replay) if n[:1] == "_" and n[1:2].isupper()]
-    assert sorted(names) == sorted(["_PUB", "_LOAD", "_REC", "_DONE", "_IN_ADD", "_IN_DEL",
+    assert sorted(names) == sorted(["_PUB", "_LOAD", "_GOTREC", "_DONE", "_IN_ADD", "_IN_DEL",
                                     "_IN_CLR", "_HDR", "_C", "_MASK", "_ORD"])
     for name in names:
         assert getattr(replay, name) == getattr(outbox, name), name

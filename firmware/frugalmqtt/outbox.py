@@ -44,7 +44,7 @@ OUTBOX_FULL = const(-1)  # publish(): not stored, the file has no room (lite's F
 # Record kinds
 _PUB = const(1)  # a PUBLISH; flag 1: in a session slot with its packet id, 0: backlog
 _LOAD = const(2)  # backlog message `ref` moved into a slot with packet id `pid`
-_REC = const(3)  # PUBREC came for `ref`: its PUBREL is next
+_GOTREC = const(3)  # PUBREC came for `ref`: its PUBREL is next (lite.py's _REC is a slot state)
 _DONE = const(4)  # the flow of `ref` ended
 _IN_ADD = const(5)  # QoS 2 `pid` received, PUBREC sent, PUBREL awaited
 _IN_DEL = const(6)  # PUBREL for `pid` came
@@ -519,7 +519,7 @@ class Outbox:
 
     def update(self, i):
         """PUBREC came for slot i; recorded before the PUBREL goes out."""
-        self._control(_REC, self.o_seq[i], self._id(i))
+        self._control(_GOTREC, self.o_seq[i], self._id(i))
         self.o_rec[i] = 1
         self.owed -= _C
 

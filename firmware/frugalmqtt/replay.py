@@ -15,7 +15,7 @@ _ORD = const(26)  # lite.py's state[_ORD]: the slot numbers (its length: the slo
 
 _PUB = const(1)
 _LOAD = const(2)
-_REC = const(3)
+_GOTREC = const(3)
 _DONE = const(4)
 _IN_ADD = const(5)
 _IN_DEL = const(6)
@@ -61,10 +61,10 @@ def replay(ob):
             ob.owed -= _C
             ob._next_backlog()
             ob._kind(pos)  # the walk goes on from this record
-        elif k == _REC or k == _DONE:
+        elif k == _GOTREC or k == _DONE:
             for e in live:
                 if e[0] == ref:
-                    if k == _REC:
+                    if k == _GOTREC:
                         e[3] = 1
                         e[4] = 1
                         ob.owed -= _C
