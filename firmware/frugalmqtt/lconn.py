@@ -116,13 +116,14 @@ def recv(self, n):
     a = self.state
     v = a[_V]
     h = a[_HELLO]
+    e = lite.MQTTError  # (looked up once: each raise below is the shorter)
     try:
         r = self.data
         t = a[_T]
         if t != 0x20:
-            raise lite.MQTTError(0x82)  # [MQTT-3.2.0-1]
+            raise e(0x82)  # [MQTT-3.2.0-1]
         if n < 2 or v == 4 and n != 2 or r[0] & 0xFE:
-            raise lite.MQTTError(0x81)  # [MQTT-3.2.2-1]
+            raise e(0x81)  # [MQTT-3.2.2-1]
         d = a[_ORD]
         q = len(d)  # the quota, until the server's Receive Maximum says less
         a[_SMAX] = 268435460
@@ -137,7 +138,7 @@ def recv(self, n):
             s = 0
             while True:  # its length, a Variable Byte Integer
                 if o >= n or s == 28:
-                    raise lite.MQTTError(0x81)
+                    raise e(0x81)
                 c = r[o]
                 o += 1
                 k |= (c & 0x7F) << s
@@ -145,7 +146,7 @@ def recv(self, n):
                 if c < 128:
                     break
             if k + o != n or not c and s > 7:
-                raise lite.MQTTError(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
+                raise e(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
             s = 0  # the ids seen
             while o < n:
                 p = r[o]
@@ -154,32 +155,32 @@ def recv(self, n):
                 # binary data, 6 a string pair, 0 none (an unknown id)
                 k = b"45205500050500502201164111"[p - 0x11] - 48 if 0x11 <= p <= 0x2A else 0
                 if not k:
-                    raise lite.MQTTError(0x81)  # unknown id (5.0 2.2.2.2)
+                    raise e(0x81)  # unknown id (5.0 2.2.2.2)
                 c = 1 << p - 0x11
                 # Each property but User Property at most once; Authentication
                 # Method/Data only in answer to ours, and we send none (5.0 3.2.2.3)
                 if s & c and p != 0x26 or p == 0x15 or p == 0x16:
-                    raise lite.MQTTError(0x82)
+                    raise e(0x82)
                 s |= c
                 c = 0
                 if k < 5:
                     if o + k > n:
-                        raise lite.MQTTError(0x81)
+                        raise e(0x81)
                     if k == 1 and r[o] > 1:
-                        raise lite.MQTTError(0x82)  # a byte property is 0 or 1 (5.0 3.2.2.3.4, ..)
+                        raise e(0x82)  # a byte property is 0 or 1 (5.0 3.2.2.3.4, ..)
                     while k:
                         c = c << 8 | r[o]
                         o += 1
                         k -= 1
                     if not c and (p == 0x21 or p == 0x27):
-                        raise lite.MQTTError(0x82)  # not 0 (5.0 3.2.2.3.3, 3.2.2.3.6)
+                        raise e(0x82)  # not 0 (5.0 3.2.2.3.3, 3.2.2.3.6)
                 else:
                     while k > 4:  # one string, or two: UTF-8 [MQTT-1.5.4-1]
                         if o + 2 > n:
-                            raise lite.MQTTError(0x81)
+                            raise e(0x81)
                         c = o + 2 + (r[o] << 8 | r[o + 1])
                         if c > n or not lite.text(r, o + 2, c):
-                            raise lite.MQTTError(0x81)
+                            raise e(0x81)
                         o = c
                         k -= 1
                 if p == 0x21:
@@ -200,7 +201,7 @@ def recv(self, n):
             raise lite.ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
         p = r[0] & 1
         if p and a[_CLEAN]:
-            raise lite.MQTTError(0x82)  # session present after clean start [MQTT-3.2.2-4]
+            raise e(0x82)  # session present after clean start [MQTT-3.2.2-4]
         a[_QUOTA] = q  # the connection is up
         a[_PING] = -1
         a[_RX] = a[_TX]
