@@ -61,13 +61,14 @@ elif case == "fill":
     qos = int(sys.argv[5])
     p = path("fill.bin")
     s = Session("f", 5)
-    Outbox(p, SIZE).attach(s)
+    ob = Outbox(p, SIZE)
+    ob.attach(s)
     n = 0
     t0 = time.ticks_us()
     while s.publish(TOPIC, PAY, qos) != OUTBOX_FULL:
         n += 1
     dt = time.ticks_diff(time.ticks_us(), t0)
-    s.ob.close()
+    ob.close()
     t1 = time.ticks_us()
     s2 = Session("f", 5)
     ob = Outbox(p, SIZE)
