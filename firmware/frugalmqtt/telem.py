@@ -34,10 +34,11 @@ class Telemetry(Publisher):
 
     def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=-1):
         """lite.Publisher.publish(); with an outbox whose file is full
-        (the core's FULL) it waits for an ack in poll() and tries again."""
+        (the core's FULL) it waits for an ack in poll() and tries again
+        (timeout_ms None: FULL at once, as the core's)."""
         while True:
             pid = Publisher.publish(self, topic, payload, qos, retain, props, timeout_ms)
-            if pid != _FULL:
+            if pid != _FULL or timeout_ms is None:
                 return pid
             if not self.poll(timeout_ms) and timeout_ms >= 0:
                 raise OSError(110)  # ETIMEDOUT: no ack came, not stored
