@@ -196,9 +196,9 @@ def core():  # (named as the class it makes: no name of its own)
             s = a[_TXO]
             e = len(b)
         # An alias only for a QoS 1/2 message that goes now (a held one must
-        # not lean on an alias sent after it), none with an outbox
-        if a[_AMAX] and (not qos or a[_N] < a[_QUOTA] and not ob):
-            al = a[_AL].get(topic)
+        # not lean on an alias sent after it), none with an outbox; asked
+        # for once the topic is checked (an invalid one takes none)
+        g = a[_AMAX] and (not qos or a[_N] < a[_QUOTA] and not ob)
         h = s + _M + _HEAD  # the body; the fixed header goes right before it
         x = type(topic)  # (no tuple to test it against: one would be built, allocated)
         new = topic is not self.topic or x is bytearray
@@ -246,6 +246,9 @@ def core():  # (named as the class it makes: no name of its own)
                         if k < o or not n or not text(b, h + 2, o):
                             raise why("topic", n)
                         self.topic = topic
+                    if g:  # (the first round only: a second one goes plain)
+                        g = 0
+                        al = a[_AL].get(topic)
                     b[h] = n >> 8
                     b[h + 1] = n & 0xFF
                     f = h  # where the body starts
