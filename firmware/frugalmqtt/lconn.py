@@ -242,6 +242,7 @@ def recv(self, n):
                 if a[_AL] and a[_AL].update(d[k]):
                     continue  # dropped (expired)
                 if n < q:
+                    o = s + b[s + 1]  # (update() made it plain: it may start elsewhere)
                     b[s] = _REC if b[o] & 4 else _ACK
                     try:
                         self.send(o, b[s + 2] << 8 | b[s + 3], 0, b)
