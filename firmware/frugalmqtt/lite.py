@@ -252,7 +252,10 @@ def core():  # (named as the class it makes: no name of its own)
                     b[h] = n >> 8
                     b[h + 1] = n & 0xFF
                     f = h  # where the body starts
-                    if al > 0:  # the server knows the alias: an empty topic [MQTT-3.3.2-12]
+                    if al > 0:  # the server knows the alias: an empty topic [MQTT-3.3.2-12],
+                        # 3 bytes before the topic's end: the packet ends where
+                        # the plain one would, the buffer bounds the plain one
+                        o -= 3
                         f = o - 2
                         b[f] = b[f + 1] = 0
                     p = o
@@ -290,7 +293,7 @@ def core():  # (named as the class it makes: no name of its own)
                 raise why("payload", self, topic, payload, props, qos, e - s - _M)  # (why.lsize)
             # The server's limit bounds the plain packet: whether a message
             # goes never depends on which aliases it knows [MQTT-3.2.2-15]
-            n = o - h
+            n = o - h + (3 if al > 0 else 0)
             if al:
                 k = len(props) if props else 0
                 n -= 4 if k < 128 <= k + 3 else 3
@@ -299,8 +302,11 @@ def core():  # (named as the class it makes: no name of its own)
                 raise why("max_packet", n, a[_SMAX])  # over the server's [MQTT-3.2.2-15]
             n = o - f
             t = f - (2 if n < 128 else 3 if n < 16384 else 4)  # where the packet starts
-            if al and (o - t > a[_SMAX] or t - s > 255):
-                al = 0  # the new alias's 3 bytes pass the limit (or the start the meta byte)
+            if al and (o - t > a[_SMAX] or t - s > 255 or t - s < _M):
+                # the new alias's 3 bytes pass the limit (or the start the
+                # meta byte; a known alias's start before a topic under 3
+                # bytes, the meta bytes)
+                al = 0
                 continue
             break
         k = t
