@@ -132,33 +132,36 @@ class Aliases:
                     x += 2 + (b[x] << 8 | b[x + 1])
         if not k:
             return False
-        # The plain image, its body from h: a topic left out (the server knew
-        # the alias) went tn bytes after h, so the topic is written back
-        # there and the packet id stays where it is; then the properties
-        # without the alias.
+        # The plain image, its body from h: the topic (its alias's), the
+        # packet id, the properties without the alias, the rest moved there
+        # first (no later than it is: the aliased image starts at most 3
+        # bytes before h, its topic left out or kept with the 3 alias bytes;
+        # byte by byte: no copy made)
         f = b[t]
         h = s + _M + _HEAD
-        if not b[o] | b[o + 1]:
-            x = self.a_out[k - 1]
-            if type(x) is str:
-                x = x.encode()  # (once per resend on a new connection)
-            m = len(x)
-            b[h] = m >> 8
-            b[h + 1] = m & 0xFF
-            b[h + 2:h + 2 + m] = x
+        y = self.a_out[k - 1]
+        if type(y) is str:
+            y = y.encode()  # (once per resend on a new connection)
+        m = len(y)
+        k = b[p - 2] << 8 | b[p - 1]  # the packet id
         n -= 3
-        if n < 128:
-            b[p] = n
-            x = p + 1
-        else:
-            b[p] = n & 0x7F | 0x80
-            b[p + 1] = n >> 7
-            x = p + 2
+        x = h + 4 + m + (1 if n < 128 else 2)  # where the rest goes
         q += 3
-        while q < e:  # the rest moves over the alias's 3 bytes (byte by byte: no copy made)
+        while q < e:
             b[x] = b[q]
             x += 1
             q += 1
+        b[h] = m >> 8
+        b[h + 1] = m & 0xFF
+        b[h + 2:h + 2 + m] = y
+        o = h + 2 + m
+        b[o] = k >> 8
+        b[o + 1] = k & 0xFF
+        if n < 128:
+            b[o + 2] = n
+        else:
+            b[o + 2] = n & 0x7F | 0x80
+            b[o + 3] = n >> 7
         n = x - h
         t = h - (2 if n < 128 else 3 if n < 16384 else 4)
         b[t] = f
