@@ -5,17 +5,19 @@
 # (each wait bounded by its timeout_ms). A reconnect inside poll() and
 # ensure_connected() is a connect attempt that resumes across calls
 # (dial.py, imported at the first one).
-import errno
 from .lite import core, Publisher, MQTTError, ServerError, ticks_ms, ticks_diff, why as _why
-from .recv import Receiver, FULL
+from .recv import Receiver
 from .alias import Aliases
-from errno import ENOTCONN as _ENOTCONN
 
 try:
     from micropython import const
 except ImportError:  # CPython
     from .time import const
 
+# (errnos as consts: the globals dict keeps room, tests/test_dict_room.py)
+_ENOTCONN = const(107)
+_ETIMEDOUT = const(110)
+_ECONNRESET = const(104)
 # lite.py's state[...] indices
 _QUOTA = const(1)
 _V = const(10)
@@ -38,7 +40,7 @@ except ImportError:  # CPython
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-WINDOW_FULL = FULL  # publish(): no slot freed in time
+WINDOW_FULL = const(-1)  # publish(): no slot freed in time (lite's FULL)
 
 
 def Will(topic, payload, qos=0, retain=False, props=None):
@@ -53,7 +55,7 @@ def _fill(c, r, k, n):
         got = c.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
         if not got:
             c.close()
-            raise OSError(errno.ECONNRESET)  # the server closed the connection
+            raise OSError(_ECONNRESET)  # the server closed the connection
         k += got
 
 
@@ -172,7 +174,7 @@ class MQTTClient(Receiver, Publisher):
                 for _ in self.poller.ipoll(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
                     break
                 else:
-                    raise OSError(errno.ETIMEDOUT)  # no CONNACK
+                    raise OSError(_ETIMEDOUT)  # no CONNACK
                 # One packet framed and handed to the core (the CONNACK:
                 # lconn.recv); what came after it waits for poll()
                 r = self.data
@@ -395,7 +397,7 @@ class MQTTClient(Receiver, Publisher):
         t0 = None
         while True:
             pid = core.publish(self, topic, payload, qos, retain, props, None)
-            if pid != FULL:
+            if pid != WINDOW_FULL:
                 if qos and not a[_QUOTA] and self.reconnect and not self.in_callback and \
                         not a[_OB]:
                     # stored: it goes after the CONNACK (with an outbox it waits
@@ -473,7 +475,7 @@ class MQTTClient(Receiver, Publisher):
             self.ensure_connected()
         while True:
             pid = Receiver.subscribe(self, items, props, unsub)
-            if pid != FULL:
+            if pid != WINDOW_FULL:
                 return pid
             self.poll(-1)  # until an ack frees a slot
 
@@ -487,7 +489,7 @@ class MQTTClient(Receiver, Publisher):
                 return codes
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
-                raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
+                raise OSError(_ETIMEDOUT)  # no SUBACK/UNSUBACK
             if self.state[_QUOTA] and pid not in self.sub_pids:
                 pid = self._sub(items, props, unsub)  # lost with the link
             self.poll(left)

@@ -1,8 +1,8 @@
 # frugalmqtt.drain: the full client's answer to an inbound packet over its
 # max_packet (client.MQTTClient.oversize, which documents it), imported only
 # when one comes: a device holds none of this code until then.
+from errno import ECONNRESET
 from .lite import MQTTError
-from .client import _fill
 
 try:
     from micropython import const
@@ -11,6 +11,18 @@ except ImportError:  # CPython
 
 _DRAIN_MAX = const(1048576)  # the largest inbound PUBLISH read through
 _V = const(10)  # lite's state[_V]
+
+
+def _fill(c, r, k, n):
+    """Read r[k:n] (blocking, up to the socket's timeout): client._fill's
+    twin (importing client from here would be an import circle)."""
+    while k < n:
+        # a memoryview only for a part split across reads
+        got = c.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
+        if not got:
+            c.close()
+            raise OSError(ECONNRESET)  # the server closed the connection
+        k += got
 
 
 def oversize(c, rl):
