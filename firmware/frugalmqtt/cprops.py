@@ -103,8 +103,8 @@ def disconnect(c, reason, props, session_expiry):
     b[o - 1] = n >> 7 if n > 127 else n
     b[o:o + n] = p
     if c.sock:
-        from .recv import seal
-        s = seal(b, h, o + n, 0xE0)
+        from .recv import _seal
+        s = _seal(b, h, o + n, 0xE0)
         try:
             c.send(s, o + n - s, 0, b)
         except OSError:

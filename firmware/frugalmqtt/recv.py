@@ -469,13 +469,13 @@ class Receiver:
                 b[o] = n  # a block under 128 bytes
                 if n > 127:
                     raise _why("sub_props", n)
-                o = put(b, o + 1, props) if props else o + 1
+                o = _put(b, o + 1, props) if props else o + 1
             for f in subs:
                 opt = 0
                 if not unsub:
                     f, opt = f
                 s = o + 2
-                o = put(b, s, f)
+                o = _put(b, s, f)
                 n = o - s
                 b[s - 2] = n >> 8
                 b[s - 1] = n & 0xFF
@@ -516,7 +516,7 @@ class Receiver:
         pid = Receiver.pid(self)
         b[w] = pid >> 8
         b[w + 1] = pid & 0xFF
-        s = seal(b, w, o, 0xA2 if unsub else 0x82)  # reserved bits 0010 [MQTT-3.8.1-1]
+        s = _seal(b, w, o, 0xA2 if unsub else 0x82)  # reserved bits 0010 [MQTT-3.8.1-1]
         self.sub_done[k] = 0
         self.sub_codes[k] = None
         self.send(s, o - s, 0, b)
@@ -549,7 +549,7 @@ class Receiver:
                 return n
 
 
-def put(b, o, s):
+def _put(b, o, s):
     """Copy s to b[o:] and return the end; a str is UTF-8 encoded by hand
     (no allocation). IndexError when it does not fit."""
     if type(s) is not str:
@@ -574,7 +574,7 @@ def put(b, o, s):
     return o
 
 
-def seal(b, h, end, first):
+def _seal(b, h, end, first):
     """Put the fixed header before the body b[h:end] (h - _HEAD bytes free
     before it at least); returns where the packet starts."""
     n = end - h

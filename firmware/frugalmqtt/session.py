@@ -9,7 +9,7 @@ from .recv import Receiver, Message, FULL  # noqa: F401  (FULL: a result)
 from .alias import Aliases, EXPIRED  # noqa: F401
 
 WINDOW_FULL = FULL
-_room = None  # room in the globals dict for fast builtin lookups (see core.py)
+_room = None  # room in the globals dict for fast builtin lookups (tests/test_dict_room.py)
 
 
 class Session(Receiver, core):
@@ -38,7 +38,7 @@ class Session(Receiver, core):
         self.state[1] = 0  # lite._QUOTA: the server has not accepted this connection yet
         lconn.start(self, sock, clean)
 
-    def publish(self, topic, payload, qos=0, retain=False, props=None, timeout_ms=None):
-        """lite.core.publish(); with every slot taken FULL at once (no
-        driver here to wait for an ack)."""
-        return core.publish(self, topic, payload, qos, retain, props, timeout_ms)
+    def publish(self, topic, payload, qos=0, retain=False, props=None):
+        """lite.core.publish(); with every slot taken WINDOW_FULL at once
+        (no driver here to wait for an ack)."""
+        return core.publish(self, topic, payload, qos, retain, props, None)
