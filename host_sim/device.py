@@ -67,11 +67,12 @@ class Device(MQTTClient):
         MQTTClient.__init__(self, *args, **kw)
         self.writes = {}  # packet id -> PUBLISH writes
 
-    def _send(self, buf, off, n):  # every packet the core writes
-        MQTTClient._send(self, buf, off, n)
-        pid = publish_pid(buf, off)
-        if pid:
-            self.writes[pid] = self.writes.get(pid, 0) + 1
+    def send(self, t, n, reason=0, buf=None):  # every packet the core writes but QoS 0
+        MQTTClient.send(self, t, n, reason, buf)
+        if buf is not None:  # (without: a two-byte-header ack)
+            pid = publish_pid(buf, t)
+            if pid:
+                self.writes[pid] = self.writes.get(pid, 0) + 1
 
 
 def emitter(sink):

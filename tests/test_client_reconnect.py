@@ -47,9 +47,11 @@ def test_publish_inside_on_message_with_full_window(mosquitto):
     results = []
     c.connect()
     assert c.subscribe(b"in/#", 1) == 1
-    c.quota = 0  # hold our own publish in its slot so the window stays full
     first = c.publish(b"out/x", b"held", 1)
     assert first > 0
+    # hold our own publish in its slot so the window stays full: slot 0 back
+    # to lite's _HOLD (4), its PUBACK then ends nothing
+    c.buf[0] = 4
 
     def on_message(msg):
         results.append(c.publish(b"out/y", b"from-callback", 1))

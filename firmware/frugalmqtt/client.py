@@ -1,16 +1,35 @@
-# The blocking client: the core with receiving (recv.Receiver) and outbound
-# aliases (alias.Aliases), over lite's blocking driver (socket, framing,
-# waiting), plus reconnect with bounded exponential backoff, subscriptions
+# The blocking client: the core (lite.core) with receiving (recv.Receiver)
+# and outbound aliases (alias.Aliases in state[_AL]), over lite's blocking
+# driver (framing, waiting: lite.Publisher.poll()), plus reconnect with bounded exponential backoff, subscriptions
 # made again after a reconnect that found no session, and helpers that wait
 # (each wait bounded by its timeout_ms). A reconnect inside poll() and
 # ensure_connected() is a connect attempt that resumes across calls
 # (dial.py, imported at the first one).
-import errno
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff, _why
+from .lite import core, Publisher, MQTTError, ServerError, ticks_ms, ticks_diff, why as _why
 from .recv import Receiver
 from .alias import Aliases
-from .lite import Publisher
-from errno import ENOTCONN as _ENOTCONN
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from .time import const
+
+# (errnos as consts: the globals dict keeps room, tests/test_dict_room.py)
+_ENOTCONN = const(107)
+_ETIMEDOUT = const(110)
+_ECONNRESET = const(104)
+# lite.py's state[...] indices
+_QUOTA = const(1)
+_V = const(10)
+_CLEAN = const(11)
+_TMO = const(12)
+_PORT = const(13)
+_T = const(14)
+_SP = const(15)
+_OB = const(19)
+_OVER = const(25)
+_SERVER = const(29)
+_SSL = const(30)
 
 
 try:
@@ -21,7 +40,7 @@ except ImportError:  # CPython
     def sleep_ms(ms):
         _sleep(ms / 1000)
 
-WINDOW_FULL = FULL  # publish(): no slot freed in time
+WINDOW_FULL = const(-1)  # publish(): no slot freed in time (lite's FULL)
 
 
 def Will(topic, payload, qos=0, retain=False, props=None):
@@ -29,7 +48,35 @@ def Will(topic, payload, qos=0, retain=False, props=None):
     return (topic, payload, qos, retain, props)
 
 
-class MQTTClient(Receiver, Aliases, Publisher):
+def _fill(c, r, k, n):
+    """Read r[k:n] from c's stream (blocking, up to the socket's timeout)."""
+    while k < n:
+        # a memoryview only for a packet split across reads
+        got = c.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
+        if not got:
+            c.close()
+            raise OSError(_ECONNRESET)  # the server closed the connection
+        k += got
+
+
+def _refuse(c, reason):
+    """A packet the framing refuses: DISCONNECT with the reason on 5.0
+    [U-4.13.1-a], close (3.1.1 just closes [MQTT-4.8.0-1]); MQTTError."""
+    if c.state[_V] == 5:
+        core.disconnect(c, reason)
+    else:
+        core.close(c)
+    e = MQTTError(reason)
+    e.reason = reason
+    raise e
+
+
+def _over(c, rl):
+    """state[_OVER]: a packet over max_packet, for lite's framing."""
+    return c.oversize(rl)
+
+
+class MQTTClient(Receiver, Publisher):
     """An MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
     Sizes, all allocated here, once: max_packet, the largest packet we take
@@ -81,8 +128,10 @@ class MQTTClient(Receiver, Aliases, Publisher):
         Publisher.__init__(self, client_id, server, port, version, user, password, keepalive,
                            ssl, clean, session_expiry, will, slot_size, slots, max_packet,
                            timeout_ms, tx_size, p, clock)
+        self.rhook()
         if version == 5:
-            self.ainit(aliases_out)
+            Aliases(self, aliases_out)  # the core's state[_AL]
+        self.state[_OVER] = _over
         self.reconnect = reconnect
         self.backoff_min, self.backoff_max = backoff_ms
         # the Session Expiry Interval the CONNECT carries (5.0 3.1.2.11.2)
@@ -104,27 +153,82 @@ class MQTTClient(Receiver, Aliases, Publisher):
         constructor's). Blocks for the whole attempt (a connect attempt
         poll() or ensure_connected() had under way is dropped)."""
         if clean is not None:
-            self.clean = clean
-        return MQTTClient._up(self, None, clean, timeout_ms)
+            self.state[_CLEAN] = clean
+        return MQTTClient._up(self, None, timeout_ms)
 
-    def _up(self, d, clean=None, timeout_ms=0):
-        """Connect by lite's connect() (d None) or read the CONNACK attempt
-        d (a dial.Dial) brought; keep what the client keeps of it."""
+    def _up(self, d, timeout_ms=0):
+        """Connect, blocking (d None), or read the CONNACK attempt d (a
+        dial.Dial) brought; keep what the client keeps of it."""
+        a = self.state
         try:
-            if d is None:
-                sp = Publisher.connect(self, clean, None, timeout_ms)
-            else:  # d.step() made its socket the link
-                try:
-                    self.packet(self._read())  # the CONNACK: the core's handling
-                except BaseException:
+            try:
+                t0 = ticks_ms()
+                if d is None:
+                    timeout_ms = timeout_ms or a[_TMO]
                     self.close()
-                    raise
-                sp = bool(self.sp)
+                    s = MQTTClient._open(self, timeout_ms)
+                    from . import lconn  # (it drops itself after the CONNACK)
+                    lconn.start(self, s, a[_CLEAN])
+                else:  # d.step() made its socket the link
+                    timeout_ms = a[_TMO]
+                for _ in self.poller.ipoll(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
+                    break
+                else:
+                    raise OSError(_ETIMEDOUT)  # no CONNACK
+                # One packet framed and handed to the core (the CONNACK:
+                # lconn.recv); what came after it waits for poll()
+                r = self.data
+                _fill(self, r, 0, 2)
+                f = r[0]
+                n = s = 0
+                while r[1] & 0x80:
+                    n |= (r[1] & 0x7F) << s
+                    s += 7
+                    if s == 28:
+                        _refuse(self, 0x81)  # a Variable Byte Integer has 4 bytes at most
+                    _fill(self, r, 1, 2)
+                n |= r[1] << s
+                if n + 2 + s // 7 > len(r):
+                    _refuse(self, 0x95)  # over our Maximum Packet Size [MQTT-3.1.2-24]
+                _fill(self, r, 0, n)
+                a[_T] = f
+                self.input(n)
+            except BaseException:
+                self.close()
+                raise
+            sp = bool(a[_SP])
         except ServerError:
             self.connack_props = self.keep(2)  # refused: its reason string is there
             raise
         self.connects += 1
         return sp
+
+    def _open(self, ms):
+        """The TCP (TLS) stream to the server, Nagle's delay off: connect and
+        handshake bounded by ms, then timeout_ms for each read and write."""
+        import socket
+        import select
+        import sys
+        a = self.state
+        r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
+        s = self.sock = socket.socket(r[0], socket.SOCK_STREAM)  # (close() closes it)
+        s.settimeout(ms / 1000)
+        s.connect(r[-1])
+        try:  # every packet leaves in one write: Nagle must not hold it
+            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+        except OSError:
+            pass
+        r = s
+        if a[_SSL]:
+            s = self.sock = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER])
+        # MicroPython's TLS socket has no settimeout: it reads and writes through r
+        getattr(s, "settimeout", r.settimeout)(a[_TMO] / 1000)
+        r = self.poller = select.poll()
+        r.register(s, select.POLLIN)
+        if sys.implementation.name != "micropython":
+            from .time import Stream
+            s = self.poller = Stream(s, r)
+        return s
 
     def ensure_connected(self, timeout_ms=-1):
         """Connect if the link is down, with bounded exponential backoff
@@ -145,7 +249,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         handshake's computation (on MicroPython mbedTLS does each in one
         call)."""
         t0 = ticks_ms()
-        while not self.up:
+        while not self.state[_QUOTA]:
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if left < 0 <= timeout_ms:
                 left = 0
@@ -197,14 +301,14 @@ class MQTTClient(Receiver, Aliases, Publisher):
         if d is not None:
             self._dial = None
             d.s.close()
-        Core.close(self)
+        core.close(self)
 
     def fatal(self, e):
         """True for a connect error no retry mends: the server refused our
         credentials or client id (CONNACK 0x84-0x87, 0x8C; 3.1.1 return
         codes 1, 2, 4, 5) or the server's certificate did not verify
         (CPython's ssl.SSLCertVerificationError is an OSError)."""
-        return _why("fatal", e, self.v)  # asked only when a connect failed
+        return _why("fatal", e, self.state[_V])  # asked only when a connect failed
 
     # ---- the loop -----------------------------------------------------------
 
@@ -221,7 +325,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         t0 = ticks_ms()
         try:
             if self.sock is not None or not self.reconnect:
-                return self.first >> 4 if Publisher.poll(self, timeout_ms) else 0
+                return self.state[_T] >> 4 if Publisher.poll(self, timeout_ms) else 0
         except (OSError, MQTTError, ServerError) as e:
             if e is self._cbe:
                 raise  # a callback's: the link is fine
@@ -248,11 +352,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
         """Block until a packet arrives (or timeout): poll(timeout_ms)."""
         return self.poll(timeout_ms)
 
-    def inbound(self, t, n):
+    def recv(self, t, n):
         if t == 3:
             self.in_callback = True
         try:
-            Receiver.inbound(self, t, n)
+            Receiver.recv(self, t, n)
         finally:
             self.in_callback = False
 
@@ -283,17 +387,19 @@ class MQTTClient(Receiver, Aliases, Publisher):
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)
-        if not self.up:
-            if not self.reconnect and self.sock is None and not self.ob:
+        a = self.state
+        if not a[_QUOTA]:
+            if not self.reconnect and self.sock is None and not a[_OB]:
                 # nothing would send it: not connected and not reconnecting
                 raise OSError(_ENOTCONN)
             if not qos:
                 self.ensure_connected()
         t0 = None
         while True:
-            pid = Core.publish(self, topic, payload, qos, retain, props)
-            if pid != FULL:
-                if qos and not self.up and self.reconnect and not self.in_callback and not self.ob:
+            pid = core.publish(self, topic, payload, qos, retain, props, None)
+            if pid != WINDOW_FULL:
+                if qos and not a[_QUOTA] and self.reconnect and not self.in_callback and \
+                        not a[_OB]:
                     # stored: it goes after the CONNACK (with an outbox it waits
                     # in the file, and publishing goes on while offline)
                     self.ensure_connected()
@@ -304,10 +410,6 @@ class MQTTClient(Receiver, Aliases, Publisher):
             if self.in_callback or timeout_ms >= 0 and left <= 0:
                 return pid
             self.poll(left)  # all that is left: a reconnect inside goes on at the next
-
-    # the wait for a free slot is publish()'s own (above), timed over all
-    # its tries: the core's answer, FULL, not lite's room()
-    _room = False
 
     # ---- subscriptions --------------------------------------------------------
 
@@ -326,7 +428,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         that found no session on the server (a refused one is forgotten)."""
         items = [(topic, qos | options)] if type(topic) is not list else [
             f if type(f) is tuple else (f, qos | options) for f in topic]
-        if sub_id and self.v == 4:
+        if sub_id and self.state[_V] == 4:
             raise _why("sub_id")
         if sub_id or props and type(props) is not bytes:
             from .cprops import sub_props
@@ -369,11 +471,11 @@ class MQTTClient(Receiver, Aliases, Publisher):
     def _sub(self, items, props, unsub):
         """Send the SUBSCRIBE/UNSUBSCRIBE (connecting first if need be, and
         waiting while _SUBS others are in flight); returns its packet id."""
-        if not self.up:
+        if not self.state[_QUOTA]:
             self.ensure_connected()
         while True:
             pid = Receiver.subscribe(self, items, props, unsub)
-            if pid != FULL:
+            if pid != WINDOW_FULL:
                 return pid
             self.poll(-1)  # until an ack frees a slot
 
@@ -387,8 +489,8 @@ class MQTTClient(Receiver, Aliases, Publisher):
                 return codes
             left = -1 if timeout_ms < 0 else timeout_ms - ticks_diff(ticks_ms(), t0)
             if timeout_ms >= 0 and left <= 0:
-                raise OSError(errno.ETIMEDOUT)  # no SUBACK/UNSUBACK
-            if self.up and pid not in self.sub_pids:
+                raise OSError(_ETIMEDOUT)  # no SUBACK/UNSUBACK
+            if self.state[_QUOTA] and pid not in self.sub_pids:
                 pid = self._sub(items, props, unsub)  # lost with the link
             self.poll(left)
 
@@ -403,7 +505,7 @@ class MQTTClient(Receiver, Aliases, Publisher):
         [MQTT-3.14.2-2]. Raises ValueError for a bad one, before sending."""
         if self._dial is not None:
             self.close()  # an attempt under way: nothing to say DISCONNECT on
-        if self.v == 4 or props is None and session_expiry is None:
-            return Core.disconnect(self, reason)
+        if self.state[_V] == 4 or props is None and session_expiry is None:
+            return core.disconnect(self, reason)
         from .cprops import disconnect
         disconnect(self, reason, props, session_expiry)

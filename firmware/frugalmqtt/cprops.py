@@ -10,9 +10,11 @@ from .propview import TYPE as _TYPE, _skip, _int, _u
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
-_HEAD = const(5)  # core._HEAD
+_HEAD = const(5)  # lite._HEAD
+_M = const(6)  # lite._M
+_TXO = const(17)  # lite's state[_TXO]: the buffer for control packets
 # the CONNECT properties that are settings of the client: Session Expiry
 # Interval, Receive Maximum, Topic Alias Maximum, Maximum Packet Size
 _SETTINGS = b"\x11\x21\x22\x27"
@@ -91,18 +93,20 @@ def disconnect(c, reason, props, session_expiry):
         if x[0] == 0x11 and x[1] and not c.session_expiry:
             raise ValueError("session_expiry: the CONNECT's was 0")  # [MQTT-3.14.2-2]
     n = len(p)
-    b = c.img[-1]
-    o = _HEAD + 1 + (1 if n < 128 else 2)
+    b = c.buf
+    h = c.state[_TXO] + _M + _HEAD  # the body
+    o = h + 1 + (1 if n < 128 else 2)
     if not 0 <= reason < 256 or o + n > len(b):
         raise ValueError("reason: 0..255; props: over tx_size")
-    b[_HEAD] = reason
-    b[_HEAD + 1] = n & 0x7F | (0x80 if n > 127 else 0)
+    b[h] = reason
+    b[h + 1] = n & 0x7F | (0x80 if n > 127 else 0)
     b[o - 1] = n >> 7 if n > 127 else n
     b[o:o + n] = p
     if c.sock:
-        s = c._seal(b, o + n, 0xE0)
+        from .recv import _seal
+        s = _seal(b, h, o + n, 0xE0)
         try:
-            c._send(b, s, o + n - s)
+            c.send(s, o + n - s, 0, b)
         except OSError:
             pass
     c.close()  # [MQTT-3.14.4-1] [MQTT-3.14.4-2]

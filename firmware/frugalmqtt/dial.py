@@ -23,19 +23,27 @@ import select
 import socket
 from errno import EINPROGRESS, ECONNREFUSED, ETIMEDOUT
 from sys import implementation
-from .core import ticks_ms, ticks_diff
+from .lite import ticks_ms, ticks_diff
 
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
 # what the attempt is at
-_TCP = const(0)  # the TCP connect: waits until writable
-_TLS = const(1)  # CPython's handshake: waits the way do_handshake() asked
-_HELLO = const(2)  # the link is ready: begin() builds the CONNECT
-_SEND = const(3)  # the CONNECT's write (MicroPython TLS: the handshake too)
-_ACK = const(4)  # the CONNACK: waits until readable
+_AT_TCP = const(0)  # the TCP connect: waits until writable
+_AT_TLS = const(1)  # CPython's handshake: waits the way do_handshake() asked
+_AT_HELLO = const(2)  # the link is ready: lconn.start() sends the CONNECT
+_AT_SEND = const(3)  # the CONNECT's write (MicroPython TLS: the handshake too)
+_AT_ACK = const(4)  # the CONNACK: waits until readable
+# lite.py's state[...] indices
+_TX = const(5)
+_CLEAN = const(11)
+_TMO = const(12)
+_PORT = const(13)
+_CLOCK = const(28)
+_SERVER = const(29)
+_SSL = const(30)
 
 
 class Dial:
@@ -45,10 +53,10 @@ class Dial:
 
     def __init__(self, c):
         self.t0 = ticks_ms()
-        ai = socket.getaddrinfo(c.server, c.port, 0, socket.SOCK_STREAM)[0]
+        ai = socket.getaddrinfo(c.state[_SERVER], c.state[_PORT], 0, socket.SOCK_STREAM)[0]
         self.addr = ai[-1]
         self.raw = self.s = socket.socket(ai[0], socket.SOCK_STREAM)
-        self.at = _TCP
+        self.at = _AT_TCP
         self.p = select.poll()
         try:
             self.raw.setblocking(False)
@@ -63,8 +71,9 @@ class Dial:
             raise
 
     def write(self, b, o, n):
-        """begin() writes the CONNECT here: its place in b is kept (o, n),
-        step() sends it."""
+        """lconn.start() writes the CONNECT here: its place in b is kept (b,
+        o, n), step() sends it."""
+        self.b = b
         self.o = o
         self.n = o + n
         return n
@@ -78,32 +87,33 @@ class Dial:
         t0 = ticks_ms()
         s = self.s
         p = self.p
+        a = c.state
         while True:
             at = self.at
-            mask = select.POLLIN  # _ACK
-            if at == _TCP:
+            mask = select.POLLIN  # _AT_ACK
+            if at == _AT_TCP:
                 mask = select.POLLOUT
-            elif at == _TLS:
+            elif at == _AT_TLS:
                 try:
                     s.do_handshake()
-                    self.at = _HELLO
+                    self.at = _AT_HELLO
                     continue
                 except OSError as e:  # SSLWantReadError/SSLWantWriteError
                     mask = _want(e)
-            elif at == _HELLO:
-                c.begin(self, c.clean)  # the CONNECT, the connection's state reset
+            elif at == _AT_HELLO:
+                from . import lconn  # (it drops itself after the CONNACK)
+                lconn.start(c, self, a[_CLEAN])  # the CONNECT, the connection's state reset
                 c.sock = None  # not the link yet: written from here
-                c.connected = False
                 if implementation.name != "micropython":
-                    from ._cpython import Stream
+                    from .time import Stream
                     self.w = Stream(s, p)  # stream and poller, as lite's connect()
                 else:
                     self.w = s
-                self.at = _SEND
+                self.at = _AT_SEND
                 continue
-            elif at == _SEND:
+            elif at == _AT_SEND:
                 try:
-                    k = self.w.write(c.img[-1], self.o, self.n - self.o)
+                    k = self.w.write(self.b, self.o, self.n - self.o)
                     mask = select.POLLIN | select.POLLOUT  # mbedTLS's socket polls its way
                 except OSError as e:  # CPython: would block
                     k = 0
@@ -111,26 +121,26 @@ class Dial:
                 if k:
                     self.o += k
                     if self.o == self.n:
-                        c.last_tx = c.clock()  # as Core._send
-                        self.at = _ACK
+                        a[_TX] = a[_CLOCK]()  # as the core's send()
+                        self.at = _AT_ACK
                         p.register(s, select.POLLIN)  # (again: a new mask)
                     continue
             # the wait: what is left of ms and of the attempt's timeout_ms
-            t = c.timeout - ticks_diff(ticks_ms(), self.t0)
+            t = a[_TMO] - ticks_diff(ticks_ms(), self.t0)
             if t <= 0:
                 raise OSError(ETIMEDOUT)  # the attempt took timeout_ms
             if ms >= 0:
                 k = ms - ticks_diff(ticks_ms(), t0)
                 if k < t:
                     t = k if k > 0 else 0
-            if at == _TLS or at == _SEND:
+            if at == _AT_TLS or at == _AT_SEND:
                 p.register(s, mask)
             ev = p.poll(t)
             if not ev:
                 if ms < 0 or ticks_diff(ticks_ms(), t0) < ms:
                     continue  # woken early, or the attempt's end (raised above)
                 return False
-            if at == _TCP:
+            if at == _AT_TCP:
                 if ev[0][1] & (select.POLLERR | select.POLLHUP):  # the connect failed:
                     s.connect(self.addr)  # its error (Linux raises it here)
                     raise OSError(ECONNREFUSED)
@@ -139,16 +149,16 @@ class Dial:
                 except OSError:
                     pass
                 p.unregister(s)
-                self.at = _HELLO
-                if c.ssl:
-                    s = self.s = c.ssl.wrap_socket(s, server_hostname=c.server,
-                                                   do_handshake_on_connect=False)
+                self.at = _AT_HELLO
+                if a[_SSL]:
+                    s = self.s = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER],
+                                                     do_handshake_on_connect=False)
                     if hasattr(s, "do_handshake"):  # CPython
-                        self.at = _TLS
+                        self.at = _AT_TLS
                     p.register(s, select.POLLIN | select.POLLOUT)
                 else:
                     p.register(s, select.POLLOUT)
-            elif at == _ACK:
+            elif at == _AT_ACK:
                 if self.w is not s:  # CPython: TLS 1.3's session tickets make the
                     try:  # socket readable with nothing for us: read a byte to know
                         k = s.recv(1)
@@ -159,10 +169,9 @@ class Dial:
                         from ._cpython import Ahead
                         self.w = Ahead(s, p, k[0])  # gives that byte to the first read
                 # MicroPython's TLS socket has no settimeout: it goes through the raw one
-                getattr(s, "settimeout", self.raw.settimeout)(c.timeout / 1000)
+                getattr(s, "settimeout", self.raw.settimeout)(a[_TMO] / 1000)
                 c.sock = self.w
                 c.poller = p if self.w is s else self.w
-                c.connected = True
                 return True
 
 

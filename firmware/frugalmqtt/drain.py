@@ -1,29 +1,50 @@
 # frugalmqtt.drain: the full client's answer to an inbound packet over its
 # max_packet (client.MQTTClient.oversize, which documents it), imported only
 # when one comes: a device holds none of this code until then.
+from errno import ECONNRESET
+from .lite import MQTTError
+
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
 _DRAIN_MAX = const(1048576)  # the largest inbound PUBLISH read through
+_V = const(10)  # lite's state[_V]
+
+
+def _fill(c, r, k, n):
+    """Read r[k:n] (blocking, up to the socket's timeout): client._fill's
+    twin (importing client from here would be an import circle)."""
+    while k < n:
+        # a memoryview only for a part split across reads
+        got = c.sock.readinto(memoryview(r)[k:n] if k else r, n - k)
+        if not got:
+            c.close()
+            raise OSError(ECONNRESET)  # the server closed the connection
+        k += got
 
 
 def oversize(c, rl):
-    """client.MQTTClient.oversize(rl) for client c."""
-    r = c.rx
+    """client.MQTTClient.oversize(rl) for client c: lite's framing read the
+    fixed header (its first byte still in data[0]); returns -1 once the
+    packet is read through and answered (recv.Receiver.input() then sees a
+    PINGRESP), raises MQTTError (the framing answers it) when refused."""
+    r = c.data
+    v = c.state[_V]
     c._cbe = None
-    qos = c.first >> 1 & 3
-    if c.first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
-        raise c._fail(0x95)
+    first = r[0]
+    qos = first >> 1 & 3
+    if first >> 4 != 3 or qos == 3 or rl > _DRAIN_MAX:
+        raise MQTTError(0x95)
     pos = pid = 0
-    while pos < rl:  # read through rx from 0 (no memoryview)
+    while pos < rl:  # read through data from 0 (no memoryview)
         m = min(rl - pos, len(r))
-        c._fill(0, m)
+        _fill(c, r, 0, m)
         if not pos:
             po = 2 + (r[0] << 8 | r[1])  # where the packet id is
             topic = bytes(r[2:min(po, m)])
-            if c.v == 5:
+            if v == 5:
                 break
         k = po - pos
         if qos and -1 <= k < m:  # the packet id is (partly) in this part
@@ -40,20 +61,19 @@ def oversize(c, rl):
         c._cb_failed(e)
     finally:
         c.in_callback = False
-    if c.v == 5:
-        raise c._fail(0x95)
+    if v == 5:
+        raise MQTTError(0x95)
     if qos and not pid:
-        raise c._fail(0x82)  # [MQTT-2.2.1-3]
+        raise MQTTError(0x82)  # [MQTT-2.2.1-3]
     if qos == 1:
-        c._ack(0x40, pid)  # [MQTT-4.3.2-4]
+        c.send(0x40, pid)  # [MQTT-4.3.2-4]
     elif qos == 2:
         s = c.in_pid
         if pid not in s and 0 in s:
             s[s.index(0)] = pid  # its PUBREL finds it [MQTT-4.3.3-11]
-        c._ack(0x50, pid)  # [MQTT-4.3.3-8]
+        c.send(0x50, pid)  # [MQTT-4.3.3-8]
     if c._cbe is not None:
         raise c._cbe  # on_oversize's, the message acknowledged
-    # nothing left to dispatch: what packet() then sees is a PINGRESP,
+    # nothing left to dispatch: what input() then sees is a PINGRESP,
     # which only notes that the server is there (it just sent this)
-    c.first = 0xD0
-    return 0
+    return -1

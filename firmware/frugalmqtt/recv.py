@@ -1,20 +1,41 @@
 # frugalmqtt.recv: receiving, for the profiles that subscribe. A mixin over
-# core.Core (MicroPython looks methods up depth first, so mixins do not
-# derive from Core; the client class lists them before its driver): inbound
-# PUBLISH with its properties, QoS 2 receiving, inbound topic aliases,
-# SUBSCRIBE/UNSUBSCRIBE and their acks. Its tables are sized once, in
-# rinit(); dispatching a message allocates nothing.
+# lite.core (MicroPython looks methods up depth first, so mixins do not
+# derive from the core; the client class lists them before its driver):
+# inbound PUBLISH with its properties, QoS 2 receiving, inbound topic
+# aliases, SUBSCRIBE/UNSUBSCRIBE and their acks. The core hands it what it
+# receives through its recv(t, n) hook (state[_F] & _FRECV, set by
+# rhook()) and skips the ids of SUBSCRIBEs in flight (state[_SUBS]). Its
+# tables are sized once, in rinit(); dispatching a message allocates nothing.
 import errno
-from .core import Core, FULL, utf8, _why
+from .lite import core, Publisher, MQTTError, text as utf8, why as _why
 from .propview import Props
 
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
-_HEAD = const(5)  # core._HEAD
-_SUBS = const(4)  # SUBSCRIBEs/UNSUBSCRIBEs in flight at once
+_HEAD = const(5)  # lite._HEAD: bytes before each image for its fixed header
+_M = const(6)  # lite._M: meta bytes before each image
+FULL = const(-1)  # lite._FULL: subscribe() finds no place for its ack
+# lite.py's state[...] indices
+_N = const(0)
+_QUOTA = const(1)
+_PID = const(2)
+_AMAX = const(20)
+_EARLY = const(22)
+_ALN = const(24)
+_MQOS = const(7)
+_V = const(10)
+_T = const(14)
+_STRIDE = const(16)
+_TXO = const(17)
+_F = const(18)
+_OB = const(19)
+_SUBS = const(21)
+_ORD = const(26)
+_FRECV = const(1)
+_NSUB = const(4)  # SUBSCRIBEs/UNSUBSCRIBEs in flight at once
 # SUBACK / UNSUBACK reason codes a server may send
 _SUBACK4 = b"\x00\x01\x02\x80"
 _SUBACK5 = b"\x00\x01\x02\x80\x83\x87\x8f\x91\x97\x9e\xa1\xa2"
@@ -65,10 +86,11 @@ class Message:
 
 
 class Receiver:
-    """Receiving for a Core: call rinit() from the client's constructor and
-    put rprops() into the CONNECT's properties.
+    """Receiving for a lite.core: call rinit() from the client's constructor
+    before the core's, put rprops() into the CONNECT's properties, then
+    rhook() once the core is made.
 
-    An exception raised by on_message or on_done is raised out of packet()
+    An exception raised by on_message or on_done is raised out of input()
     once the packet is handled (acknowledged, the state consistent): the
     driver's poll() or task lets it through, with its traceback. With
     callback_errors = "log" its traceback is printed and dispatch goes on."""
@@ -101,26 +123,46 @@ class Receiver:
         self.msg = Message(self.props)
         self.on_message = None  # on_message(msg)
         self._cbe = None  # a callback's exception, raised once its packet is handled
-        # SUBSCRIBE/UNSUBSCRIBE in flight (core._pid skips their ids) and
+        # SUBSCRIBE/UNSUBSCRIBE in flight (the core skips their ids) and
         # the acks that came, kept for suback(pid) until the slot is reused
-        self.sub_pids = [0] * _SUBS  # a list: MicroPython's array has no `in`
-        self.sub_done = [0] * _SUBS
-        self.sub_codes = [None] * _SUBS
+        self.sub_pids = [0] * _NSUB  # a list: MicroPython's array has no `in`
+        self.sub_done = [0] * _NSUB
+        self.sub_codes = [None] * _NSUB
         self.suback_pid = 0  # the last SUBACK/UNSUBACK: its id and first code
         self.suback_code = 0
 
-    def _done(self, pid, reason):
-        """core.Core._done: on_done's exception waits until the packet is
-        handled (called only when there is one)."""
-        try:
-            self.on_done(pid, reason)
-        except Exception as e:
-            self._cb_failed(e)
+    def rhook(self):
+        """The core made (state): it hands this mixin what it receives
+        (recv()) and skips the ids of SUBSCRIBEs in flight."""
+        a = self.state
+        a[_F] |= _FRECV
+        a[_SUBS] = self.sub_pids
+
+    def __getattr__(self, name):
+        # the full client's documented state, read from the core's state[]
+        # when asked for (then lite's: connected, quota, sp, ...)
+        if name == "state":
+            raise AttributeError(name)  # not made yet
+        a = self.state
+        if name == "up":  # the server accepted our CONNECT (a quota: a CONNACK came)
+            return a[_QUOTA] != 0
+        if name == "n":
+            return a[_N]
+        if name == "amax":
+            return a[_AMAX]
+        if name == "aliases":
+            return a[_ALN]
+        if name == "ob":
+            return a[_OB] or None
+        if name == "early":
+            return a[_EARLY]
+        return Publisher.__getattr__(self, name)
 
     def _cb_failed(self, e):
         """An application callback raised e. callback_errors "log": print its
-        traceback, go on, True. Else False: packet() raises it (a second one
-        before that is printed)."""
+        traceback, go on, True. Else False: input() raises it (a second one
+        before that is printed). on_done's comes here through
+        why.on_done (the core's done())."""
         if self.callback_errors != "log" and self._cbe is None:
             self._cbe = e
             return False
@@ -131,9 +173,18 @@ class Receiver:
         print_exception(e)
         return True
 
-    def packet(self, rl):
+    def input(self, n):
+        """lite.core.input(), then a callback's exception. n < 0: drain.py
+        read an oversize PUBLISH through and answered it; what is left is
+        a PINGRESP's effect (the server is there, it just sent)."""
         self._cbe = None
-        Core.packet(self, rl)
+        a = self.state
+        if n < 0:
+            a[_T] = 0xD0
+            n = 0
+        elif n < 2 and a[_T] == 0xE0:
+            self.data[1] = 0  # a DISCONNECT without properties: an empty block where keep() reads
+        core.input(self, n)
         if self._cbe is not None:
             raise self._cbe  # the driver tells it from a link error by identity
 
@@ -144,12 +195,18 @@ class Receiver:
             b += b"\x22" + self.a_in_max.to_bytes(2, "big")
         return b
 
-    def inbound(self, t, n):
-        r = self.rx
+    def recv(self, t, n):
+        """The core's hook: a PUBLISH (t 3, n body bytes in data), a checked
+        PUBREL (t 6, n its packet id), a SUBACK/UNSUBACK (t 9/11, n body
+        bytes), a CONNACK accepted (t 2, n session present). A packet that
+        breaks the protocol raises MQTTError (input() answers it)."""
+        r = self.data
+        a = self.state
+        ob = a[_OB]
         if t == 2:  # CONNACK, n session present
             self.connack_props = self.keep(2)
             i = 0
-            while i < _SUBS:
+            while i < _NSUB:
                 self.sub_pids[i] = 0  # a SUBSCRIBE is not resent: its ack will not come [MQTT-4.4.0-1]
                 i += 1
             i = 0
@@ -157,8 +214,8 @@ class Receiver:
                 self.a_in_len[i] = 0  # aliases are per connection [MQTT-3.3.2-7]
                 i += 1
             if not n:  # no session: the server forgot our QoS 2 ids [MQTT-3.2.2-5]
-                if self.ob:
-                    self.ob.inbound(0, False)  # one record for all, before they go
+                if ob:
+                    ob.inbound(0, False)  # one record for all, before they go
                 i = 0
                 while i < self.in_max:
                     self.in_pid[i] = 0
@@ -169,70 +226,70 @@ class Receiver:
             while i < self.in_max:
                 if self.in_pid[i] == n:
                     self.in_pid[i] = 0
-                    if self.ob:
-                        self.ob.inbound(n, False)
-                    return self._ack(0x70, n)  # PUBCOMP [MQTT-4.3.3-11]
+                    if ob:
+                        ob.inbound(n, False)
+                    return self.send(0x70, n)  # PUBCOMP [MQTT-4.3.3-11]
                 i += 1
-            return self._ack(0x70, n, 0x92)  # not found
+            return self.send(0x70, n, 0x92)  # not found
         if t != 3:
             return self._suback(t, n)
-        first = self.first
+        first = a[_T]
         qos = first >> 1 & 3
         if qos == 3 or first & 8 and not qos or n < 2:
-            raise self._fail(0x81)  # [MQTT-3.3.1-4] [MQTT-3.3.1-2]
-        if qos > self.max_qos:
+            raise MQTTError(0x81)  # [MQTT-3.3.1-4] [MQTT-3.3.1-2]
+        if qos > a[_MQOS]:
             # no subscription was granted above the server's Maximum QoS [U-3.3.4-e]
-            raise self._fail(0x9B)
+            raise MQTTError(0x9B)
         tn = r[0] << 8 | r[1]
         o = 2 + tn
         pid = 0
         if qos:
             if o + 2 > n:
-                raise self._fail(0x81)
+                raise MQTTError(0x81)
             pid = r[o] << 8 | r[o + 1]
             o += 2
         if o > n or not utf8(r, 2, 2 + tn):
-            raise self._fail(0x81)  # [MQTT-1.5.4-1]
+            raise MQTTError(0x81)  # [MQTT-1.5.4-1]
         k = 2
         while k < 2 + tn and r[k] != 0x23 and r[k] != 0x2B:
             k += 1
         if k < 2 + tn or qos and not pid:
-            raise self._fail(0x82)  # a wildcard [MQTT-3.3.2-2]; id 0 [MQTT-2.2.1-3]
+            raise MQTTError(0x82)  # a wildcard [MQTT-3.3.2-2]; id 0 [MQTT-2.2.1-3]
         m = self.msg
         m.topic_buf = r
         m.topic_off = 2
         m.topic_len = tn
         reason = 0
-        if self.v == 5:
+        if a[_V] == 5:
             o = self.props.parse(r, o, n, 3)
             if o < 0:
-                raise self._fail(-o)
-            a = self.props.get_int(0x23, 0)
-            if a:  # [U-3.3.4-a..c]
-                if a > self.a_in_max:
-                    raise self._fail(0x94)  # above our Topic Alias Maximum
+                raise MQTTError(-o)
+            al = self.props.get_int(0x23, 0)
+            if al:  # [U-3.3.4-a..c]
+                if al > self.a_in_max:
+                    raise MQTTError(0x94)  # above our Topic Alias Maximum
                 k = self.alias_topic_max
-                j = (a - 1) * k
+                j = (al - 1) * k
                 if tn:  # set or replace the mapping
                     if tn > k:
-                        raise self._fail(0x83)  # longer than alias_topic_max
+                        raise MQTTError(0x83)  # longer than alias_topic_max
                     s = self.a_in_topic
                     k = 0
                     while k < tn:
                         s[j + k] = r[2 + k]
                         k += 1
-                    self.a_in_len[a - 1] = tn
+                    self.a_in_len[al - 1] = tn
                 else:
-                    tn = self.a_in_len[a - 1]
+                    tn = self.a_in_len[al - 1]
                     if not tn:
-                        raise self._fail(0x82)  # an alias never set
+                        raise MQTTError(0x82)  # an alias never set
                     m.topic_buf = self.a_in_topic
                     m.topic_off = j
                     m.topic_len = tn
             if self.props.get_int(1) == 1 and self.check_utf8_payload and not utf8(r, o, n):
                 reason = 0x99  # refused in the ack [U-3.3.2-b]
         if not tn:
-            raise self._fail(0x82)  # no topic and no alias (5.0 3.3.2.3.4) [MQTT-4.7.3-1]
+            raise MQTTError(0x82)  # no topic and no alias (5.0 3.3.2.3.4) [MQTT-4.7.3-1]
         m.buf = r
         m.payload_off = o
         m.payload_len = n - o
@@ -248,15 +305,15 @@ class Receiver:
                 p = self.in_pid[i]
                 if p == pid:
                     # again before PUBREL: acknowledged, not delivered [MQTT-4.3.3-10]
-                    return self._ack(0x50, pid)
+                    return self.send(0x50, pid)
                 if p == -pid:  # sent again, the application has not taken it yet
                     free = i
                     break
                 if not p and free < 0:
                     free = i
                 i += 1
-            if free < 0 and self.v == 5:
-                raise self._fail(0x93)  # over our Receive Maximum [U-3.3.4-d]
+            if free < 0 and a[_V] == 5:
+                raise MQTTError(0x93)  # over our Receive Maximum [U-3.3.4-d]
             # 3.1.1 has no Receive Maximum: a server may hold more QoS 2
             # messages unreleased than we have room for. Such a message is
             # delivered and acknowledged unrecorded (even with manual_ack):
@@ -267,8 +324,8 @@ class Receiver:
                 # the id is held (negative) until ack(pid) sends the PUBREC
                 held = self.manual_ack
                 self.in_pid[free] = -pid if held else pid
-                if self.ob and not held:
-                    self.ob.inbound(pid, True)
+                if ob and not held:
+                    ob.inbound(pid, True)
         if reason < 0x80 and self.on_message:
             try:
                 self.on_message(m)
@@ -277,9 +334,9 @@ class Receiver:
         # Every PUBLISH is acknowledged, in order of arrival [MQTT-4.5.0-2]
         # [MQTT-4.6.0-2] [MQTT-4.6.0-3]
         if qos == 1 and (not self.manual_ack or reason):
-            self._ack(0x40, pid, reason)  # [MQTT-4.3.2-4]
+            self.send(0x40, pid, reason)  # [MQTT-4.3.2-4]
         elif qos == 2 and not held:
-            self._ack(0x50, pid, reason)  # [MQTT-4.3.3-8]
+            self.send(0x50, pid, reason)  # [MQTT-4.3.3-8]
 
     def ack(self, pid, reason=0):
         """Acknowledge a QoS 1/2 message delivered while manual_ack is set,
@@ -290,44 +347,46 @@ class Receiver:
         [MQTT-4.6.0-3]; after a reconnect that resumed the session the server
         sends the unacknowledged ones again (DUP=1) and they are delivered
         again."""
-        if self.v == 4:
+        if self.state[_V] == 4:
             reason = 0  # 3.1.1 acks carry no reason code
+        ob = self.state[_OB]
         i = 0
         while i < self.in_max:
             if self.in_pid[i] == -pid:  # a held QoS 2 message
                 self.in_pid[i] = 0 if reason >= 0x80 else pid
-                if self.ob and reason < 0x80:
-                    self.ob.inbound(pid, True)
-                return self._ack(0x50, pid, reason)  # [MQTT-4.3.3-8]
+                if ob and reason < 0x80:
+                    ob.inbound(pid, True)
+                return self.send(0x50, pid, reason)  # [MQTT-4.3.3-8]
             i += 1
-        self._ack(0x40, pid, reason)  # [MQTT-4.3.2-4]
+        self.send(0x40, pid, reason)  # [MQTT-4.3.2-4]
 
     def _suback(self, t, n):
-        """A SUBACK (t 9) or UNSUBACK (t 11) of n bytes in rx."""
-        r = self.rx
+        """A SUBACK (t 9) or UNSUBACK (t 11) of n bytes in data."""
+        r = self.data
+        v = self.state[_V]
         if n < 2:
-            raise self._fail(0x81)
+            raise MQTTError(0x81)
         pid = r[0] << 8 | r[1]
         i = 0
-        while i < _SUBS and (not pid or self.sub_pids[i] != pid):
+        while i < _NSUB and (not pid or self.sub_pids[i] != pid):
             i += 1
-        if i == _SUBS:
-            raise self._fail(0x82)  # not our SUBSCRIBE's id [MQTT-2.2.1-6] [MQTT-2.2.1-3]
+        if i == _NSUB:
+            raise MQTTError(0x82)  # not our SUBSCRIBE's id [MQTT-2.2.1-6] [MQTT-2.2.1-3]
         o = 2
-        if self.v == 5:
+        if v == 5:
             o = self.props.parse(r, 2, n, t)
             if o < 0:
-                raise self._fail(-o)
-        c = _SUBACK5 if self.v == 5 else _SUBACK4
+                raise MQTTError(-o)
+        c = _SUBACK5 if v == 5 else _SUBACK4
         if t == 11:
-            c = _UNSUBACK5 if self.v == 5 else b""  # a 3.1.1 UNSUBACK has no payload
+            c = _UNSUBACK5 if v == 5 else b""  # a 3.1.1 UNSUBACK has no payload
         k = o
         while k < n:
             if r[k] not in c:
-                raise self._fail(0x81)  # not a reason code of this packet
+                raise MQTTError(0x81)  # not a reason code of this packet
             k += 1
         if o == n and c:
-            raise self._fail(0x82)  # a code for each filter [MQTT-3.9.3-1] [MQTT-3.11.3-1]
+            raise MQTTError(0x82)  # a code for each filter [MQTT-3.9.3-1] [MQTT-3.11.3-1]
         codes = bytes(r[o:n])  # one code a filter (none in a 3.1.1 UNSUBACK)
         self.sub_pids[i] = 0
         self.sub_done[i] = pid
@@ -345,9 +404,9 @@ class Receiver:
         >= 0x80 refused; b"" for a 3.1.1 UNSUBACK) the SUBACK/UNSUBACK for
         packet id pid brought, or None if it has not come (yet). Each
         answer is kept until read here or until its place is needed by
-        _SUBS newer SUBSCRIBEs."""
+        _NSUB newer SUBSCRIBEs."""
         i = 0
-        while i < _SUBS:
+        while i < _NSUB:
             if self.sub_done[i] == pid:
                 self.sub_done[i] = 0
                 c = self.sub_codes[i]
@@ -357,13 +416,13 @@ class Receiver:
         return None
 
     def keep(self, o):
-        """The properties of the CONNACK (o 2) or DISCONNECT (o 1) in rx, a
+        """The properties of the CONNACK (o 2) or DISCONNECT (o 1) in data, a
         propview.Props over a copy of the packet up to the end of its
         property block (its length at rx[o]), for connack_props and
         disconnect_props; None on 3.1.1 or when there are none."""
-        if self.v == 4:
+        if self.state[_V] == 4:
             return None
-        r = self.rx
+        r = self.data
         n = s = 0
         k = o
         while k < len(r) and s < 28:  # a Variable Byte Integer
@@ -383,15 +442,17 @@ class Receiver:
         """Send SUBSCRIBE for [(filter, options)] (UNSUBSCRIBE for [filter]
         with unsub=True); options: QoS | no local 4 | retain as published 8 |
         retain handling << 4 (props.NO_LOCAL...). Returns the packet id at
-        once (the ack: on_suback / suback(pid)), or FULL while _SUBS others
+        once (the ack: on_suback / suback(pid)), or FULL while _NSUB others
         wait for theirs. props: props.build(..., 8), maybe with a
         Subscription Identifier."""
-        if not self.up:
+        a = self.state
+        v = a[_V]
+        if not a[_QUOTA]:  # no CONNACK on this connection (yet)
             raise OSError(errno.ENOTCONN)
         # a free place for its ack: one never used, else the oldest answer unread
         k = -1
         i = 0
-        while i < _SUBS:
+        while i < _NSUB:
             if not self.sub_pids[i] and (k < 0 or not self.sub_done[i]):
                 k = i
                 if not self.sub_done[i]:
@@ -399,21 +460,22 @@ class Receiver:
             i += 1
         if k < 0:
             return FULL
-        b = self.img[-1]
-        o = _HEAD + 2  # after the packet id
+        b = self.buf
+        w = a[_TXO] + _M + _HEAD  # the body, in the buffer for control packets
+        o = w + 2  # after the packet id
         try:
-            if self.v == 5:
+            if v == 5:
                 n = len(props) if props else 0
                 b[o] = n  # a block under 128 bytes
                 if n > 127:
                     raise _why("sub_props", n)
-                o = self._text(b, o + 1, props) if props else o + 1
+                o = _put(b, o + 1, props) if props else o + 1
             for f in subs:
                 opt = 0
                 if not unsub:
                     f, opt = f
                 s = o + 2
-                o = self._text(b, s, f)
+                o = _put(b, s, f)
                 n = o - s
                 b[s - 2] = n >> 8
                 b[s - 1] = n & 0xFF
@@ -441,26 +503,88 @@ class Receiver:
                     continue
                 # QoS <= 2, retain handling <= 2, reserved bits 0 [MQTT-3.8.3-5];
                 # 3.1.1: only the QoS bits [MQTT-3-8.3-4 (3.1.1)]
-                if opt & 3 > 2 or opt & (0xC0 if self.v == 5 else 0xFC) or opt & 0x30 == 0x30:
+                if opt & 3 > 2 or opt & (0xC0 if v == 5 else 0xFC) or opt & 0x30 == 0x30:
                     raise _why("options", opt)
                 if opt & 4 and b[s:s + 7] == b"$share/":
                     raise _why("no_local")  # [MQTT-3.8.3-4]
                 b[o] = opt
                 o += 1
         except IndexError:
-            raise _why("sub_size", len(b) - _HEAD)
-        if o == _HEAD + 2 + (1 if self.v == 5 else 0):
+            raise _why("sub_size", len(b) - w)
+        if o == w + 2 + (1 if v == 5 else 0):
             raise _why("no_subs")  # at least one [MQTT-3.8.3-3] [MQTT-3.10.3-2]
-        pid = self._pid()
-        b[_HEAD] = pid >> 8
-        b[_HEAD + 1] = pid & 0xFF
-        s = self._seal(b, o, 0xA2 if unsub else 0x82)  # reserved bits 0010 [MQTT-3.8.1-1]
+        pid = Receiver.pid(self)
+        b[w] = pid >> 8
+        b[w + 1] = pid & 0xFF
+        s = _seal(b, w, o, 0xA2 if unsub else 0x82)  # reserved bits 0010 [MQTT-3.8.1-1]
         self.sub_done[k] = 0
         self.sub_codes[k] = None
-        self._send(b, s, o - s)
+        self.send(s, o - s, 0, b)
         self.sub_pids[k] = pid
         return pid
 
     def unsubscribe(self, filters, props=None):
         return self.subscribe(filters, props, True)
+
+    def pid(self):
+        """A non-zero packet id that neither a flow in the table nor a
+        SUBSCRIBE in flight uses [MQTT-2.2.1-3], wrapping at 65535 (as
+        lite.core.publish() takes one); the scan ends since the table
+        holds fewer flows than there are ids."""
+        a = self.state
+        b = self.buf
+        d = a[_ORD]
+        st = a[_STRIDE]
+        x = self.sub_pids
+        while True:
+            n = a[_PID] % 65535 + 1
+            a[_PID] = n
+            if n in x:
+                continue
+            for k in range(a[_N]):
+                i = d[k] * st
+                if b[i + 4] << 8 | b[i + 5] == n:
+                    break
+            else:
+                return n
+
+
+def _put(b, o, s):
+    """Copy s to b[o:] and return the end; a str is UTF-8 encoded by hand
+    (no allocation). IndexError when it does not fit."""
+    if type(s) is not str:
+        n = len(s)
+        if o + n > len(b):
+            raise IndexError
+        b[o:o + n] = s
+        return o + n
+    for ch in s:
+        c = ord(ch)
+        if c < 0x80:
+            b[o] = c
+            o += 1
+            continue
+        k = 1 if c < 0x800 else 2 if c < 0x10000 else 3
+        b[o] = (0xF0, 0xC0, 0xE0, 0xF0)[k] | c >> 6 * k
+        o += 1
+        while k:
+            k -= 1
+            b[o] = 0x80 | c >> 6 * k & 0x3F
+            o += 1
+    return o
+
+
+def _seal(b, h, end, first):
+    """Put the fixed header before the body b[h:end] (h - _HEAD bytes free
+    before it at least); returns where the packet starts."""
+    n = end - h
+    s = h - (2 if n < 128 else 3 if n < 16384 else 4)
+    b[s] = first
+    o = s + 1
+    while n > 127:
+        b[o] = n & 0x7F | 0x80
+        n >>= 7
+        o += 1
+    b[o] = n
+    return s
 

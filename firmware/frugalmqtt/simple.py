@@ -32,11 +32,20 @@
 #   violation by the server raise MQTTException(code).
 # Topic and message in the callback are bytes copies (this API allocates per
 # message; client.MQTTClient does not).
-from .client import MQTTClient as _Client
-from .core import MQTTError, ServerError, utf8, _why
+from .client import MQTTClient as _Client, _fill
+from .lite import MQTTError, ServerError, text as utf8, why as _why
 
 _PINGRESP = 0xD0
 _PINGREQ = b"\xc0\x00"
+# lite.py's state[...] indices and slot layout
+_QUOTA = 1
+_RX = 4
+_TMO = 12
+_T = 14
+_STRIDE = 16
+_TXO = 17
+_CLOCK = 28
+_M = 6
 
 
 class MQTTException(Exception):
@@ -45,39 +54,41 @@ class MQTTException(Exception):
 
 class _Link(_Client):
     """The client under the facade, with umqtt's two ways past its buffers:
-    an inbound PUBLISH bigger than rx gets a buffer of its own, and the acks
+    an inbound PUBLISH bigger than data gets a buffer of its own, and the acks
     of the message written from the caller's buffer (`own`) end here."""
 
     own = 0  # packet id of the message written from the caller's buffer
     own_reason = 0  # ... its PUBACK/PUBCOMP (or failed PUBREC) reason, once own is 0
-    small = None  # rx while a big PUBLISH is in a buffer of its own
+    small = None  # data while a big PUBLISH is in a buffer of its own
 
     def oversize(self, rl):
-        # lite refuses a packet over rx; a 3.1.1 PUBLISH is read instead
-        if self.v == 5 or self.first >> 4 != 3:
-            raise self._fail(0x95)  # over our Maximum Packet Size [MQTT-3.1.2-24]
-        self.small = self.rx
-        self.rx = bytearray(rl)  # the facade's one allocation past its buffers
-        self._fill(0, rl)
+        # lite refuses a packet over data; a 3.1.1 PUBLISH is read instead
+        # (lite's framing: its first byte still in data[0])
+        if self.v == 5 or self.data[0] >> 4 != 3:
+            raise MQTTError(0x95)  # over our Maximum Packet Size [MQTT-3.1.2-24]
+        self.small = self.data
+        self.data = bytearray(rl)  # the facade's one allocation past its buffers
+        _fill(self, self.data, 0, rl)
         return rl
 
-    def packet(self, rl):
+    def input(self, rl):
         try:
-            t = self.first >> 4
-            r = self.rx
-            if self.own and self.up and (t == 4 or t == 5 or t == 7) and rl >= 2 and \
+            a = self.state
+            t = a[_T] >> 4
+            r = self.data
+            if self.own and a[_QUOTA] and (t == 4 or t == 5 or t == 7) and rl >= 2 and \
                     r[0] << 8 | r[1] == self.own:
-                self.last_rx = self.clock()
+                a[_RX] = a[_CLOCK]()
                 code = r[2] if rl > 2 else 0
                 if t == 5 and code < 0x80:
-                    return self._ack(0x62, self.own)  # PUBREL [MQTT-4.3.3-4]
+                    return self.send(0x62, self.own)  # PUBREL [MQTT-4.3.3-4]
                 self.own = 0
                 self.own_reason = code
                 return
-            _Client.packet(self, rl)
+            _Client.input(self, rl)
         finally:
             if self.small:
-                self.rx = self.small
+                self.data = self.small
                 self.small = None
 
 
@@ -149,7 +160,7 @@ class MQTTClient:
             c.on_done = self._on_done
             self._made = made
         if timeout is not None:
-            c.timeout = int(timeout * 1000)
+            c.state[_TMO] = int(timeout * 1000)
         c.own = 0
         self._q = []
         self._done = {}
@@ -162,7 +173,7 @@ class MQTTClient:
     def ping(self):
         """Send PINGREQ; wait_msg()/check_msg() take the PINGRESP."""
         self._live()
-        self._c._send(_PINGREQ, 0, 2)
+        self._c.send(0, 2, 0, _PINGREQ)
 
     def publish(self, topic, msg, retain=False, qos=0):
         self._live()
@@ -174,10 +185,11 @@ class MQTTClient:
         # the PUBLISH in the client's buffer: header, topic, packet id, 5.0
         # property length, payload [MQTT-3.3.2-1] [MQTT-3.3.2-2]
         n = 7 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
-        if n > len(c.img[0 if qos else -1]):
+        a = c.state
+        if n > (a[_STRIDE] if qos else len(c.buf) - a[_TXO]) - _M:  # the slot's, the buffer's
             return self._publish_own(topic, msg, qos, retain)
         pid = self._call(c.publish, topic, msg, qos, retain)
-        if not c.connected:  # the write failed
+        if c.sock is None:  # the write failed
             c.close()
             raise OSError(-1)
         if qos:
@@ -222,7 +234,7 @@ class MQTTClient:
         flow's end. Not stored: a broken link raises OSError. The core's
         encoder copies every payload into a slot, for a resend; this one
         writes from the caller's buffer, so it is the facade's own. Its
-        checks are the core's, in the core's words (core._why)."""
+        checks are the core's, in the core's words (lite.why)."""
         c = self._c
         if not topic or b"#" in topic or b"+" in topic or not utf8(topic, 0, len(topic)):
             # [MQTT-4.7.3-1] [MQTT-3.3.2-2] [MQTT-1.5.4-1] [MQTT-1.5.4-2]
@@ -244,15 +256,15 @@ class MQTTClient:
         h += len(topic).to_bytes(2, "big") + topic
         pid = 0
         if qos:
-            pid = c._pid()
+            pid = c.pid()
             h += pid.to_bytes(2, "big")
         if c.v == 5:
             h.append(0)  # no properties
         c.own_reason = 0
         try:
-            c._send(h, 0, len(h))
+            c.send(0, len(h), 0, h)
             c.own = pid
-            c._send(msg, 0, len(msg))
+            c.send(0, len(msg), 0, msg)
         except OSError:
             raise OSError(-1)
         while c.own:  # (a callback may publish meanwhile)
@@ -261,13 +273,13 @@ class MQTTClient:
             raise MQTTException(c.own_reason)
 
     def _on_message(self, msg):
-        self._q.append((bytes(msg.topic), bytes(msg.payload), self._c.first))
+        self._q.append((bytes(msg.topic), bytes(msg.payload), self._c.state[_T]))
 
     def _on_done(self, pid, reason):
         self._done[pid] = reason
 
     def _live(self):
-        if not self._c or not self._c.connected:
+        if not self._c or self._c.sock is None:
             raise OSError(-1)
 
     def _call(self, fn, *args):
@@ -286,7 +298,7 @@ class MQTTClient:
         self._live()
         q = self._q
         c = self._c
-        f = c.first if self._call(c.poll, 0 if q else timeout_ms) else 0
+        f = c.state[_T] if self._call(c.poll, 0 if q else timeout_ms) else 0
         while q:
             topic, msg, f = q.pop(0)
             if self.cb:

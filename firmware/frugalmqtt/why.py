@@ -55,8 +55,13 @@ def why(key, a):
 
 
 def on_done(e, c):
-    """core.Core._done (lite, telemetry): on_done raised e. callback_errors
-    "log": print its traceback and go on; else raise it."""
+    """lite.core.done(): on_done raised e. A client that receives
+    (recv.Receiver) holds it until its packet is handled (_cb_failed).
+    callback_errors "log": print its traceback and go on; else raise it."""
+    f = getattr(c, "_cb_failed", None)
+    if f:
+        f(e)
+        return
     if getattr(c, "callback_errors", "raise") != "log":
         raise e
     try:

@@ -24,7 +24,34 @@ from frugalmqtt_host.packets import publish as pub  # noqa: F401
 
 BOTH = (4, 5)
 _PKT = P.Packet()
-_HOLD = 4  # core._HOLD: a stored message not sent on this connection
+_HOLD = 4  # lite._HOLD: a stored message not sent on this connection
+# lite.py's state[...] indices the rig reads
+_N = 0
+_QUOTA = 1
+_V = 10
+_T = 14
+_STRIDE = 16
+_ORD = 26
+_HELLO = 27
+
+
+def fail(s, reason):
+    """A protocol error the driver finds while framing (as lite.Publisher.poll
+    answers it): DISCONNECT with the reason on 5.0, close on 3.1.1; the
+    MQTTError to raise."""
+    if s.state[_V] == 5:
+        s.disconnect(reason)
+    else:
+        s.close()
+    e = MQTTError(reason)
+    e.reason = reason
+    return e
+
+
+def keepalive_of(s):
+    """The Keep Alive the session's CONNECT carries."""
+    h = s.state[_HELLO]
+    return h[13] << 8 | h[14]
 
 
 def h(b):
@@ -65,16 +92,17 @@ def disconnect(reason=0):
 def in_flight(s):
     """QoS 1/2 messages sent on this connection and not yet acknowledged
     (the table's flows that are not held back)."""
+    a = s.state
     k = 0
-    for j in range(s.n):
-        if s.state[s.order[j]] != _HOLD:
+    for j in range(a[_N]):
+        if s.buf[a[_ORD][j] * a[_STRIDE]] != _HOLD:
             k += 1
     return k
 
 
 def frame(s, data, off, end):
-    """Frame the packet at data[off:end] into s.rx / s.first and hand it to
-    s.packet(), as a driver does (lite.Publisher._read): a packet over our
+    """Frame the packet at data[off:end] into s.data / s.state[_T] and hand it
+    to s.input(), as a driver does (lite.Publisher.poll): a packet over our
     Maximum Packet Size (fixed header counted) is refused before its body is
     read [MQTT-3.1.2-24]. Returns the offset after it, or -1 when data holds
     only part of it (a driver waits for more). Allocates nothing itself."""
@@ -94,18 +122,18 @@ def frame(s, data, off, end):
         if c < 0x80:
             break
         if sh == 28:
-            raise s._fail(0x81)  # a Variable Byte Integer has 4 bytes at most
-    if rl + o - off > len(s.rx):
-        raise s._fail(0x95)
+            raise fail(s, 0x81)  # a Variable Byte Integer has 4 bytes at most
+    if rl + o - off > len(s.data):
+        raise fail(s, 0x95)
     if o + rl > end:
         return -1
-    s.first = first
-    r = s.rx
+    s.state[_T] = first
+    r = s.data
     i = 0
     while i < rl:
         r[i] = data[o + i]
         i += 1
-    s.packet(rl)
+    s.input(rl)
     return o + rl
 
 
@@ -244,7 +272,7 @@ class Rig:
         """A new network connection: CONNECT, then the broker's CONNACK.
         Returns what the session sent after the CONNACK. A keep-alive other
         than the session's is only possible before its first connection."""
-        if keepalive is not None and keepalive != (self.s.hello[8] << 8 | self.s.hello[9]):
+        if keepalive is not None and keepalive != keepalive_of(self.s):
             assert not self.connects, "keepalive is fixed once connected"
             m = self.s.manual_ack
             self.make(keepalive)

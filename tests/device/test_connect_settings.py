@@ -2,8 +2,8 @@
 Packet Size, Topic Alias Maximum, Session Expiry Interval) are taken as the
 settings they are, by the blocking and the asyncio client alike: each goes
 in the CONNECT once, with the given value, and sizes the client. Construction
-only (the CONNECT body is built once, in `hello`). Runs on CPython and
-MicroPython."""
+only (the CONNECT is built once, in lite's state[_HELLO]: 5 bytes for its
+fixed header, then the body). Runs on CPython and MicroPython."""
 from frugalmqtt import props as P
 from frugalmqtt.client import MQTTClient
 from frugalmqtt.aclient import AMQTTClient
@@ -36,8 +36,8 @@ def test_connect_props_settings_are_the_settings_in_both_clients():
     for cls in (MQTTClient, AMQTTClient):
         for cp in (given, P.build(given, 1)):
             c = cls("set", "broker", version=5, connect_props=cp)
-            got = _props(c.hello)
+            got = _props(c.state[27][5:])  # lite state[_HELLO], its body
             assert got[0x21] == [b"\x00\x03"] and c.in_max == 3, (cls, got)
-            assert got[0x27] == [(512).to_bytes(4, "big")] and len(c.rx) == 512, (cls, got)
+            assert got[0x27] == [(512).to_bytes(4, "big")] and len(c.data) == 512, (cls, got)
             assert got[0x22] == [b"\x00\x02"] and c.a_in_max == 2, (cls, got)
             assert got[0x11] == [(60).to_bytes(4, "big")], (cls, got)

@@ -1,5 +1,5 @@
 """The device's MQTT 5 property module (frugalmqtt.props) and UTF-8 check
-(core.utf8) against the validation vectors of test_codec_validation.py
+(lite.text) against the validation vectors of test_codec_validation.py
 that concern received properties (Props.parse) and the properties a client
 builds (props.build). Props.parse returns the offset after the block, or
 minus the reason code to disconnect with: 0x81 Malformed, 0x82 Protocol
@@ -7,7 +7,7 @@ Error, 0x94 Topic Alias invalid. Runs unchanged on CPython and MicroPython.
 """
 from _util import raises, unhex
 from frugalmqtt import props as P
-from frugalmqtt.core import utf8
+from frugalmqtt.lite import text as utf8
 from test_codec_validation import VALID_UTF8, BAD_UTF8, TRUNCATED_UTF8, SURROGATES
 
 PR = P.Props()

@@ -68,7 +68,7 @@ def blocking(host, port, tag, version, dead, ca=None):
     for d in dead:
         c.close()  # (also drops an attempt under way)
         c.last_error = None
-        c.port = d
+        c.state[13] = d  # lite state[_PORT]
         worst = 0
         t0 = ticks_ms()
         while ticks_diff(ticks_ms(), t0) < ATTEMPT_MS + 500:
@@ -80,7 +80,7 @@ def blocking(host, port, tag, version, dead, ca=None):
         e = c.last_error
         out[str(d)] = [worst, ms, e.args[0] if isinstance(e, OSError) else repr(e)]
     c.close()
-    c.port = port
+    c.state[13] = port  # lite state[_PORT]
     _until_up(c, 100)
     c.publish(t, b"after", 1)
     _wait_msgs(c, got, 1)
@@ -116,7 +116,7 @@ def asyncio_connect(host, port, tag, version, dead, ms):
     async def main():
         c = AMQTTClient(tag + "-a", host, port, version, timeout_ms=ms, reconnect=False)
         for d in dead:
-            c.port = d
+            c.state[13] = d  # lite state[_PORT]
             t0 = ticks_ms()
             try:
                 await c.connect()
@@ -124,7 +124,7 @@ def asyncio_connect(host, port, tag, version, dead, ms):
             except OSError as e:
                 err = type(e).__name__
             out[str(d)] = [err, ticks_diff(ticks_ms(), t0)]
-        c.port = port
+        c.state[13] = port  # lite state[_PORT]
         await c.connect()
         msgs = c.messages()
         await c.subscribe(t, 1)

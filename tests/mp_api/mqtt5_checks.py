@@ -256,7 +256,7 @@ def connect_settings(host, port, tag, version, raw):
     if raw:
         cp = P.build(cp, 1)
     c = _client(host, port, tag + "-cs", version, connect_props=cp)
-    out = {"in_max": c.in_max, "rx": len(c.rx), "aliases_in": c.a_in_max,
+    out = {"in_max": c.in_max, "rx": len(c.data), "aliases_in": c.a_in_max,
            "session_expiry": c.session_expiry}
     c.connect(clean=True)
     t = tag.encode()
@@ -286,7 +286,7 @@ def bounded(host, port, tag, version, dead_port):
     c.connect()
     c.subscribe(tag.encode() + b"/b", 1)
     c.close()
-    c.port = dead_port  # nothing listens there: the server is "down"
+    c.state[13] = dead_port  # lite state[_PORT]: nothing listens there, the server is "down"
     worst = total = 0
     for _ in range(8):
         t0 = ticks_ms()
@@ -299,7 +299,7 @@ def bounded(host, port, tag, version, dead_port):
     ok = c.ensure_connected(300)
     took = ticks_diff(ticks_ms(), t0)
     err = "OSError" if isinstance(c.last_error, OSError) else repr(c.last_error)
-    c.port = port  # back
+    c.state[13] = port  # lite state[_PORT]: back
     t0 = ticks_ms()
     while not c.up and ticks_diff(ticks_ms(), t0) < 5000:
         c.poll(100)
