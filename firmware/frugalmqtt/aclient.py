@@ -1,4 +1,4 @@
-# The asyncio client: the core (core.py) with receiving (recv.Receiver) and
+# The asyncio client: the core (lite.core) with receiving (recv.Receiver) and
 # outbound aliases (alias.Aliases), driven by two tasks per connection (a
 # reader and a keep-alive pinger) under MicroPython's `asyncio` or CPython's
 # asyncio; the same code runs on both. Reconnects with bounded exponential
@@ -7,7 +7,7 @@
 # on_connect/on_disconnect; messages() yields copies (Message).
 #
 # Reading. The socket is non-blocking; the reader waits until it is readable,
-# then frames packets straight into the core's rx with what the socket has:
+# then frames packets straight into the core's data with what the socket has:
 # a packet split across TCP segments is finished at the next wake-up (the
 # framing state stays in the client), never by blocking the loop. Waiting:
 # - MicroPython: `yield asyncio.core._io_queue.queue_read(sock)`, the idiom of
@@ -15,7 +15,7 @@
 # - CPython: loop.add_reader(fd) resolving a future (selector event loops,
 #   the default on Linux and macOS).
 # While idle the reader sleeps in poll() and the pinger until the keep-alive
-# deadline (core.tick()): no wake-ups, no allocations. On MicroPython each
+# deadline (the core's tick()): no wake-ups, no allocations. On MicroPython each
 # wait for readability allocates a generator (_readable) and IOQueue's entry
 # for the socket (a 3-item list in its map): 192 B a wait on the 64-bit unix
 # port (tests/test_aclient_mosquitto.py measures it); the packets read at a wake-up
@@ -28,10 +28,30 @@
 import select
 import errno
 import asyncio
-from .core import Core, FULL, MQTTError, ServerError, ticks_ms, ticks_diff
-from .recv import Receiver
+from .lite import core, MQTTError, ServerError, ticks_ms, ticks_diff
+from .recv import Receiver, FULL
 from .alias import Aliases
 from .propview import Props
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from .time import const
+
+# lite.py's state[...] indices
+_N = const(0)
+_QUOTA = const(1)  # 0 until the server accepted this connection (CONNACK)
+_KA = const(3)
+_V = const(10)
+_CLEAN = const(11)
+_TMO = const(12)
+_PORT = const(13)
+_T = const(14)
+_SP = const(15)
+_STRIDE = const(16)
+_OB = const(19)
+_SERVER = const(29)
+_SSL = const(30)
 
 # (sys itself not a global: room in this module's dict, tests/test_dict_room.py)
 _room = None  # room in this module's dict (a name core.py holds)
@@ -47,7 +67,7 @@ if _MP:
     _sleep_ms = asyncio.sleep_ms
     _wait_for_ms = asyncio.wait_for_ms
 else:
-    from ._cpython import Stream
+    from .time import Stream
 
     async def _readable(link):
         loop = asyncio.get_running_loop()
@@ -159,7 +179,7 @@ class Message:
                     q.at[i] = p.at[i] - p.off
 
 
-class AMQTTClient(Receiver, Aliases, Core):
+class AMQTTClient(Receiver, core):
     """An asyncio MQTT 3.1.1 (version=4) or 5.0 (version=5) client.
 
     Arguments and sizes as client.MQTTClient: client_id, server, port,
@@ -215,17 +235,14 @@ class AMQTTClient(Receiver, Aliases, Core):
         self.rinit(inbound, aliases_in, alias_topic_max)
         if version == 5:
             p = self.rprops() + p
-        Core.__init__(self, client_id, version, user, password, keepalive, clean, session_expiry,
-                      will, slot_size, slots, max_packet, clock, tx_size, p)
+        # (the settings, server, port, ssl, timeout_ms, clean..., are kept
+        # in the core's state: lhello.py)
+        core.__init__(self, client_id, server, port, version, user, password, keepalive, ssl,
+                      clean, session_expiry, will, slot_size, slots, max_packet, timeout_ms,
+                      tx_size, p, clock)
+        self.rhook()
         if version == 5:
-            self.ainit(aliases_out)
-        self.server = server
-        self.port = port or (8883 if ssl else 1883)
-        if ssl is True or type(ssl) is dict:  # umqtt's ssl_params: frugalmqtt.tls verifies
-            from .tls import context
-            ssl = context(ssl)
-        self.ssl = ssl
-        self.timeout = timeout_ms
+            Aliases(self, aliases_out)  # the core's state[_AL]
         self.reconnect = reconnect
         self.backoff_min, self.backoff_max = backoff_ms
         self.connects = 0  # successful connects so far
@@ -268,16 +285,19 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     on_message = property(_get_cb, _set_cb)
 
-    def _free(self, i, reason):
-        """core.Core._free: a flow ended, for a publish(wait=True) waiting too."""
+    def done(self, i, reason):
+        """lite.core.done(): a flow ended, for a publish(wait=True) waiting too."""
         w = self._waits
-        if w and self.pid[i] in w:
-            w[self.pid[i]] = reason
-        Core._free(self, i, reason)
+        if w:
+            s = i * self.state[_STRIDE]  # slot i's packet id: meta bytes 4 and 5
+            p = self.buf[s + 4] << 8 | self.buf[s + 5]
+            if p in w:
+                w[p] = reason
+        core.done(self, i, reason)
 
     def isconnected(self):
         """The server accepted our CONNECT on the open connection (mqtt_as's name)."""
-        return self.up
+        return self.state[_QUOTA] != 0
 
     # ---- connection -------------------------------------------------------------
 
@@ -289,12 +309,12 @@ class AMQTTClient(Receiver, Aliases, Core):
         together. One attempt: reconnecting starts when
         a connection that was up is lost."""
         if clean is not None:
-            self.clean = clean
+            self.state[_CLEAN] = clean
         self.close()  # an earlier connection, without reconnecting
         self._closing = False
         self._fatal = self._cbe = None
         await self._up()
-        return bool(self.sp)
+        return bool(self.state[_SP])
 
     async def __aenter__(self):
         await self.connect()
@@ -303,7 +323,7 @@ class AMQTTClient(Receiver, Aliases, Core):
     async def __aexit__(self, et, ev, tb):
         """Disconnect (or stop reconnecting). The exception of a callback that
         stopped the client is raised here unless another is on its way."""
-        if self.up:
+        if self.state[_QUOTA]:
             await self.disconnect()
         else:
             self.close()
@@ -313,14 +333,17 @@ class AMQTTClient(Receiver, Aliases, Core):
     def _open(self):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
         and send CONNECT."""
-        from .conn import tcp  # dropped again at the CONNACK
-        s = tcp(self.server, self.port, self.timeout, self.ssl)
+        a = self.state
+        from .conn import tcp
+        s = tcp(a[_SERVER], a[_PORT], a[_TMO], a[_SSL])
         s.setblocking(False)
-        link = self._link = _Link(self, s, self.timeout)
+        link = self._link = _Link(self, s, a[_TMO])
         self._hn = 0
         self._need = -1
         self._dprops = False
-        self.begin(link, self.clean)  # a failed write closes the link
+        a[_QUOTA] = 0  # not up until the CONNACK
+        from . import lconn  # it drops itself after the CONNACK
+        lconn.start(self, link, a[_CLEAN])  # CONNECT (a failed write closes the link)
         return link
 
     async def _up(self):
@@ -330,7 +353,7 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._rtask = asyncio.create_task(self._reader(link))
         try:  # the CONNACK within what opening the link left of timeout_ms
             await _wait_for_ms(self._until_connack(link),
-                               max(1, self.timeout - ticks_diff(ticks_ms(), t0)))
+                               max(1, self.state[_TMO] - ticks_diff(ticks_ms(), t0)))
         except asyncio.TimeoutError:
             self._drop(link)
             raise OSError(errno.ETIMEDOUT)  # no CONNACK
@@ -343,20 +366,20 @@ class AMQTTClient(Receiver, Aliases, Core):
             raise self.last_error or OSError(errno.ECONNRESET)
         self.connects += 1
         self._live = link
-        if self.ka_ms:
+        if self.state[_KA]:
             self._ptask = asyncio.create_task(self._pinger(link))
-        if not self.sp:  # no session on the server: subscribe again
+        if not self.state[_SP]:  # no session on the server: subscribe again
             for f, opts, props in self.subscriptions:
                 await self._sub(((f, opts),), props, False)
         self.up_event.set()
         self.down_event.clear()
         if self.on_connect:
-            self._user(self.on_connect, self.sp)
+            self._user(self.on_connect, self.state[_SP])
 
     async def _until_connack(self, link):
         while True:
             self._evt.clear()
-            if self.up:
+            if self.state[_QUOTA]:
                 return
             if self._link is not link:
                 raise self.last_error or OSError(errno.ECONNRESET)
@@ -365,10 +388,10 @@ class AMQTTClient(Receiver, Aliases, Core):
     def _drop(self, link):
         """Close link if it is still the core's (the core may have closed it)."""
         if self.sock is link:
-            Core.close(self)
+            core.close(self)
 
     def _down(self, link):
-        """Connection link ends (_Link.close, inside Core.close): stop its
+        """Connection link ends (_Link.close, inside core.close()): stop its
         tasks, wake the waiters and, if it was up, tell the application and
         start reconnecting."""
         if self._link is not link:
@@ -440,7 +463,7 @@ class AMQTTClient(Receiver, Aliases, Core):
         """Send DISCONNECT (reason on 5.0) and close; no reconnect after
         [MQTT-3.14.4-1] [MQTT-3.14.4-2]."""
         self._closing = True  # before the link closes: _down must not reconnect
-        Core.disconnect(self, reason)
+        core.disconnect(self, reason)
         self._end(reason)
 
     def close(self):
@@ -455,7 +478,7 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._rctask = None
         if t is not None and t is not asyncio.current_task():
             t.cancel()
-        Core.close(self)
+        core.close(self)
         self._evt.set()
         if self._gone:
             self._gone = False
@@ -473,7 +496,7 @@ class AMQTTClient(Receiver, Aliases, Core):
                     rl = self._frame(link)
                     if rl < 0:
                         break
-                    self.packet(rl)
+                    self.input(rl)
                     self._evt.set()
                     q = self._q
                     if q is not None:
@@ -485,17 +508,18 @@ class AMQTTClient(Receiver, Aliases, Core):
                 self._stop(e)
                 raise
             self.last_error = e
-            if type(e) is ServerError and self.first == 0xE0 and self.v == 5 and rl > 1:
+            a = self.state
+            if type(e) is ServerError and a[_T] == 0xE0 and a[_V] == 5 and rl > 1:
                 # the server's DISCONNECT: its properties, for on_disconnect
-                self._dprops = self.props.parse(self.rx, 1, rl, 14) > 0
+                self._dprops = self.props.parse(self.data, 1, rl, 14) > 0
             self._drop(link)
 
     def _frame(self, link):
-        """Read what the socket has of the next packet into rx (first byte in
-        `first`); its body length once it is whole, else -1 (the state is
-        kept for the next wake-up). A packet larger than rx is refused
+        """Read what the socket has of the next packet into data (first byte
+        in state[_T]); its body length once it is whole, else -1 (the state
+        is kept for the next wake-up). A packet larger than data is refused
         before its body is read [MQTT-3.1.2-24] (5.0: 0x95)."""
-        r = self.rx
+        r = self.data
         while self._need < 0:  # the fixed header
             if self._hn:
                 k = link.read(self._b1, 1)
@@ -506,7 +530,7 @@ class AMQTTClient(Receiver, Aliases, Core):
                 k = link.read(r, 2)
                 if k is None:
                     return -1
-                self.first = r[0]
+                self.state[_T] = r[0]
                 self._rl = 0
                 self._sh = 0
                 self._hn = 1
@@ -533,6 +557,19 @@ class AMQTTClient(Receiver, Aliases, Core):
         self._need = -1
         self._hn = 0
         return n
+
+    def _fail(self, reason):
+        """The server broke the protocol while framing: DISCONNECT with the
+        reason on 5.0 [U-4.13.1-a], close (3.1.1 just closes
+        [MQTT-4.8.0-1]); returns the MQTTError to raise (as the core's
+        input() does)."""
+        if self.state[_V] == 5:
+            core.disconnect(self, reason)
+        else:
+            core.close(self)
+        e = MQTTError(reason)
+        e.reason = reason
+        return e
 
     async def _pinger(self, link):
         """Keep-alive: core.tick() sends PINGREQ when due and says how long to
@@ -561,11 +598,11 @@ class AMQTTClient(Receiver, Aliases, Core):
         if self._fatal is not None:
             raise self._fatal
         t = self._rctask
-        if not self.up and (self._closing or t is None or t is asyncio.current_task()):
+        if not self.state[_QUOTA] and (self._closing or t is None or t is asyncio.current_task()):
             raise OSError(errno.ENOTCONN)
 
     async def _connected(self):
-        while not self.up:
+        while not self.state[_QUOTA]:
             self._check()
             await self._change()
 
@@ -585,15 +622,15 @@ class AMQTTClient(Receiver, Aliases, Core):
         closes meanwhile (the message stays stored)."""
         if self._fatal is not None:
             raise self._fatal  # a callback stopped the client
-        if not self.reconnect and self._link is None and not self.ob:
+        if not self.reconnect and self._link is None and not self.state[_OB]:
             raise OSError(errno.ENOTCONN)  # nothing would ever send it
         if props and type(props) is not bytes:
             from .props import build
             props = build(props)
         while True:
-            if not qos and not self.up:
+            if not qos and not self.state[_QUOTA]:
                 await self._connected()
-            pid = Core.publish(self, topic, payload, qos, retain, props)
+            pid = core.publish(self, topic, payload, qos, retain, props, None)
             if pid != FULL:
                 break
             self._check()
@@ -614,7 +651,7 @@ class AMQTTClient(Receiver, Aliases, Core):
 
     async def flush(self):
         """Wait until every stored QoS 1/2 message is acknowledged."""
-        while self.n:
+        while self.state[_N]:
             self._check()
             await self._change()
 
@@ -664,7 +701,7 @@ class AMQTTClient(Receiver, Aliases, Core):
     # ---- receiving --------------------------------------------------------------
 
     def _queue(self, msg):
-        self._q.append(Message(msg, self.v == 5))
+        self._q.append(Message(msg, self.state[_V] == 5))
         if self._cb:
             self._cb(msg)
 
@@ -689,7 +726,7 @@ class AMQTTClient(Receiver, Aliases, Core):
     async def __anext__(self):
         q = self._q
         while not q:
-            if not self.up and (self._closing or self._rctask is None):
+            if not self.state[_QUOTA] and (self._closing or self._rctask is None):
                 if self._fatal is not None:
                     raise self._fatal
                 raise StopAsyncIteration
