@@ -1,4 +1,4 @@
-"""conn.tcp(), the one way the drivers open their stream, against a real
+"""lconn.open(), the one way the drivers open their stream, against a real
 loopback listener (CPython: the unix port's socket has no way to make
 setsockopt fail on purpose; the device suites run it there through every
 connect)."""
@@ -7,7 +7,26 @@ import socket
 
 import pytest
 
-from frugalmqtt import conn
+from frugalmqtt import lconn
+
+
+class Client:
+    """What lconn.open() reads of a client: the settings in its state."""
+
+    def __init__(self, port, timeout_ms):
+        self.state = [0] * 31
+        self.state[lconn._SERVER] = "127.0.0.1"
+        self.state[lconn._PORT] = port
+        self.state[lconn._TMO] = timeout_ms
+        self.state[lconn._SSL] = None
+        self.sock = None
+
+
+def tcp(port, timeout_ms):
+    c = Client(port, timeout_ms)
+    s = lconn.open(c, timeout_ms)
+    assert c.sock is s  # the client's stream (its close() closes it)
+    return s
 
 
 @pytest.fixture
@@ -20,7 +39,7 @@ def listener():
 
 
 def test_tcp_turns_nagle_off_and_sets_the_timeout(listener):
-    s = conn.tcp("127.0.0.1", listener.getsockname()[1], 2500, None)
+    s = tcp(listener.getsockname()[1], 2500)
     try:
         assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         assert s.gettimeout() == 2.5
@@ -32,7 +51,7 @@ def test_tcp_turns_nagle_off_and_sets_the_timeout(listener):
 def test_tcp_connects_on_a_stack_without_tcp_nodelay(listener, monkeypatch):
     # lwIP builds without TCP_NODELAY raise from setsockopt: the connection
     # still works (each packet still leaves in one write; only Nagle may
-    # delay a small one), so tcp() carries on instead of failing
+    # delay a small one), so open() carries on instead of failing
     refused = []
 
     class NoNodelay(socket.socket):
@@ -41,7 +60,7 @@ def test_tcp_connects_on_a_stack_without_tcp_nodelay(listener, monkeypatch):
             raise OSError(errno.ENOPROTOOPT, "no TCP_NODELAY")
 
     monkeypatch.setattr(socket, "socket", NoNodelay)
-    s = conn.tcp("127.0.0.1", listener.getsockname()[1], 1000, None)
+    s = tcp(listener.getsockname()[1], 1000)
     try:
         assert refused == [(6, 1, 1)]
         assert s.getpeername() == listener.getsockname() and s.gettimeout() == 1.0
@@ -64,6 +83,6 @@ def test_tcp_closes_its_socket_when_the_connect_fails(monkeypatch):
     free.close()  # nothing listens there now
     monkeypatch.setattr(socket, "socket", Tracked)
     with pytest.raises(OSError) as e:
-        conn.tcp("127.0.0.1", port, 1000, None)
+        tcp(port, 1000)
     assert e.value.errno == errno.ECONNREFUSED
     assert len(made) == 1 and made[0].fileno() == -1  # closed, not leaked

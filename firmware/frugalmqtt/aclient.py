@@ -45,13 +45,10 @@ _KA = const(3)
 _V = const(10)
 _CLEAN = const(11)
 _TMO = const(12)
-_PORT = const(13)
 _T = const(14)
 _SP = const(15)
 _STRIDE = const(16)
 _OB = const(19)
-_SERVER = const(29)
-_SSL = const(30)
 
 # (sys itself not a global: room in this module's dict, tests/test_dict_room.py)
 _room = None  # room in this module's dict (a name core.py holds)
@@ -334,15 +331,14 @@ class AMQTTClient(Receiver, core):
         """Open the socket (blocking up to timeout_ms), make it non-blocking
         and send CONNECT."""
         a = self.state
-        from .conn import tcp
-        s = tcp(a[_SERVER], a[_PORT], a[_TMO], a[_SSL])
+        from . import lconn  # it drops itself after the CONNACK
+        s = lconn.open(self, a[_TMO])
         s.setblocking(False)
         link = self._link = _Link(self, s, a[_TMO])
         self._hn = 0
         self._need = -1
         self._dprops = False
         a[_QUOTA] = 0  # not up until the CONNACK
-        from . import lconn  # it drops itself after the CONNACK
         lconn.start(self, link, a[_CLEAN])  # CONNECT (a failed write closes the link)
         return link
 

@@ -204,25 +204,11 @@ class MQTTClient(Receiver, Publisher):
         return sp
 
     def _open(self, ms):
-        """The TCP (TLS) stream to the server, Nagle's delay off: connect and
-        handshake bounded by ms, then timeout_ms for each read and write."""
-        import socket
+        """The TCP (TLS) stream to the server (lconn.open()) and its poller."""
         import select
         import sys
-        a = self.state
-        r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
-        s = self.sock = socket.socket(r[0], socket.SOCK_STREAM)  # (close() closes it)
-        s.settimeout(ms / 1000)
-        s.connect(r[-1])
-        try:  # every packet leaves in one write: Nagle must not hold it
-            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
-        except OSError:
-            pass
-        r = s
-        if a[_SSL]:
-            s = self.sock = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER])
-        # MicroPython's TLS socket has no settimeout: it reads and writes through r
-        getattr(s, "settimeout", r.settimeout)(a[_TMO] / 1000)
+        from . import lconn  # (dropped again after the CONNACK)
+        s = lconn.open(self, ms)
         r = self.poller = select.poll()
         r.register(s, select.POLLIN)
         if sys.implementation.name != "micropython":

@@ -1,9 +1,10 @@
-# frugalmqtt.lconn, PROTOTYPE 2: what runs once per connection, in a module
-# loaded for it and dropped again: start() sends the CONNECT on an open
-# stream (any driver), recv() takes the CONNACK (core.input() calls it,
-# so an asyncio driver gets it as any packet) and resumes the session;
-# connect() is lite.Publisher's blocking connect (stream, begin, poll until
-# the CONNACK). The module drops itself after the CONNACK, or when connect() fails.
+# frugalmqtt.lconn: what runs once per connection, in a module loaded for it
+# and dropped again: open() opens the TCP (TLS) stream (every driver's),
+# start() sends the CONNECT on an open stream (any driver), recv() takes the
+# CONNACK (the core's input() calls it, so an asyncio driver gets it as any
+# packet) and resumes the session; connect() is lite.Publisher's blocking
+# connect (stream, CONNECT, poll until the CONNACK). The module drops itself
+# after the CONNACK, or when connect() fails.
 from . import lite  # (lite.core, lite.why ...: one global, not eight; the
 # module's globals dict is made at loading, its growth one of the blocks
 # connect() needs)
@@ -61,6 +62,33 @@ def start(self, sock, clean):
     self.send(h[0], len(h) - h[0], 0, h)
 
 
+def open(self, ms):
+    """The TCP (TLS) stream to the server, self.sock, Nagle's delay off: the
+    connect and the handshake bounded by ms, then timeout_ms for each read
+    and write."""
+    import socket
+    a = self.state
+    r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
+    s = socket.socket(r[0], socket.SOCK_STREAM)
+    try:
+        s.settimeout(ms / 1000)
+        s.connect(r[-1])
+        try:  # every packet leaves in one write: Nagle must not hold it
+            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+        except OSError:
+            pass  # a stack without TCP_NODELAY: it still works (tests/test_conn_tcp.py)
+        r = s
+        if a[_SSL]:
+            s = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER])
+        # MicroPython's TLS socket has no settimeout: it reads and writes through r
+        getattr(s, "settimeout", r.settimeout)(a[_TMO] / 1000)
+    except BaseException:
+        s.close()
+        raise
+    self.sock = s
+    return s
+
+
 def connect(self, clean, sock, timeout_ms):
     """Publisher.connect(): open the stream (unless sock is given), send
     CONNECT, poll until the CONNACK; returns session present."""
@@ -72,22 +100,9 @@ def connect(self, clean, sock, timeout_ms):
     self.close()
     try:
         if sock is None:
-            import socket
             import select
             import sys
-            r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
-            sock = self.sock = socket.socket(r[0], socket.SOCK_STREAM)
-            sock.settimeout(timeout_ms / 1000)
-            sock.connect(r[-1])
-            try:  # every packet leaves in one write: Nagle must not hold it
-                sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
-            except OSError:
-                pass
-            r = sock
-            if a[_SSL]:
-                sock = self.sock = a[_SSL].wrap_socket(sock, server_hostname=a[_SERVER])
-            # MicroPython's TLS socket has no settimeout: it reads and writes through r
-            getattr(sock, "settimeout", r.settimeout)(a[_TMO] / 1000)
+            sock = open(self, timeout_ms)
             r = self.poller = select.poll()
             r.register(sock, select.POLLIN)
             if sys.implementation.name != "micropython":
