@@ -29,8 +29,8 @@ def module_imports(name):
     text = path.read_text()
     found = re.findall(r"^\s*from \.(\w+)(?:\.\w+)* import", text, re.M)
     found += re.findall(r"^\s*from \. import (\w+)", text, re.M)
-    # what MicroPython has built in, for CPython only (time.py: the core's fallback)
-    return set(found) - {"_cpython", "time"}
+    # what MicroPython has built in, for CPython only (the modules' fallback)
+    return set(found) - {"time"}
 
 
 def closure(*roots):
@@ -72,7 +72,7 @@ def test_each_profile_is_the_import_closure_of_its_entry_modules():
     assert set(profiles.PROFILES["asyncio"]) == closure("aclient")
     assert set(profiles.PROFILES["umqtt"]) == closure("simple", "robust")
     for p in profiles.PROFILES.values():
-        assert "_cpython" not in p and "time" not in p and p[0] == "__init__" and \
+        assert "time" not in p and p[0] == "__init__" and \
             len(set(p)) == len(p)
     # the publish-only profile holds no receiving, aliases or property parsing,
     # the telemetry profile none of the full client's parts
@@ -86,7 +86,7 @@ def test_a_new_import_changes_the_profile(tmp_path, monkeypatch):
     pkg = tmp_path / "frugalmqtt"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from .b import x\ntry:\n    from ._cpython import c\n"
+    (pkg / "a.py").write_text("from .b import x\ntry:\n    from .time import c\n"
                               "except ImportError:\n    pass\n")
     (pkg / "b.py").write_text("def f():\n    from . import c\n")
     (pkg / "c.py").write_text("from .gone import y\n")

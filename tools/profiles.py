@@ -10,9 +10,8 @@ A profile whose import closure names a module not in this tree yet (being
 written on another branch) is "awaiting" it: the tools say so and leave it
 out instead of failing.
 
-Module names are files of firmware/frugalmqtt/ without ".py"; _cpython.py
-and time.py (what MicroPython has built in, for CPython) are never installed
-on a device.
+Module names are files of firmware/frugalmqtt/ without ".py"; time.py
+(what MicroPython has built in, for CPython) is never installed on a device.
 The broker side and the test conveniences are not in firmware/ at all: they
 are the host package frugalmqtt_host/.
 """
@@ -41,8 +40,8 @@ ENTRIES = {
 ALWAYS = ["__init__", "err"]
 
 # What MicroPython has built in, stood in for CPython: never on a device
-# (time.py: the core's fallback import `from .time import ...`, CPython's).
-HOST_ONLY = {"_cpython", "time"}
+# (the device modules' fallback import `from .time import ...`, CPython's).
+HOST_ONLY = {"time"}
 
 
 def imports(module):

@@ -17,7 +17,7 @@ import sys
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:  # CPython
-    from frugalmqtt._cpython import ticks_ms, ticks_diff
+    from frugalmqtt.time import ticks_ms, ticks_diff
 
 
 def say(line):

@@ -166,7 +166,7 @@ class Dial:
                         _want(e)  # (SSLWantReadError: tickets only)
                         continue
                     if k:
-                        from ._cpython import Ahead
+                        from .time import Ahead
                         self.w = Ahead(s, p, k[0])  # gives that byte to the first read
                 # MicroPython's TLS socket has no settimeout: it goes through the raw one
                 getattr(s, "settimeout", self.raw.settimeout)(a[_TMO] / 1000)

@@ -101,7 +101,7 @@ class Outbox:
             except OSError:
                 f = open(path, "w+b")
             if sys.implementation.name != "micropython":
-                from ._cpython import File
+                from .time import File
                 f = File(f)  # the stream calls MicroPython files have
         self.f = f
         self.gen = 0

@@ -4,13 +4,13 @@
 # against the table in propview (which reads received properties in place;
 # Props is here too under its old name). Imported only by a device that
 # builds properties.
-from .lite import text as utf8  # PROTOTYPE 3
+from .lite import text as utf8
 from .propview import Props, TYPE, WHERE  # noqa: F401
 
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
 PAYLOAD_FORMAT = const(0x01)
 MESSAGE_EXPIRY = const(0x02)

@@ -6,7 +6,7 @@
 # no copies). A device that only receives never imports props (its names
 # and build() are for the application that sends properties).
 from array import array
-from .lite import text as utf8  # PROTOTYPE 3
+from .lite import text as utf8
 
 # room in the globals dict for fast builtin lookups (see core.py): 13 names
 # in a dict of 17 slots, not 11 in 12
@@ -15,7 +15,7 @@ _room = _room2 = None
 try:
     from micropython import const
 except ImportError:  # CPython
-    from ._cpython import const
+    from .time import const
 
 _RESPONSE_TOPIC = const(0x08)
 _SUBSCRIPTION_ID = const(0x0B)

@@ -169,7 +169,7 @@ class Receiver:
         try:
             from sys import print_exception
         except ImportError:  # CPython
-            from ._cpython import print_exception
+            from .time import print_exception
         print_exception(e)
         return True
 

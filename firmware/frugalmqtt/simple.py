@@ -124,7 +124,7 @@ class MQTTClient:
         """The connection's socket (close() drops it without DISCONNECT), None
         before connect()."""
         s = self._c.sock if self._c else None
-        return getattr(s, "sock", s)  # CPython: the socket inside _cpython.Stream
+        return getattr(s, "sock", s)  # CPython: the socket inside time.Stream
 
     def set_callback(self, f):
         self.cb = f

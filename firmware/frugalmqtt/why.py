@@ -67,7 +67,7 @@ def on_done(e, c):
     try:
         from sys import print_exception
     except ImportError:  # CPython
-        from ._cpython import print_exception
+        from .time import print_exception
     print_exception(e)
 
 
