@@ -1,5 +1,6 @@
-# frugalmqtt.lhello, PROTOTYPE: the CONNECT of the prototype lite.Publisher,
-# built once when the client is made, then this module is dropped (lite.py).
+# frugalmqtt.lhello: the core's construction (lite.core.__init__): the
+# arguments, their checks, the settings in state and the CONNECT, built once
+# when a client is made; then this module drops itself.
 from .lite import why, ticks_ms
 
 try:

@@ -1,9 +1,34 @@
-# frugalmqtt.core, PROTOTYPE 2 (issue 13 experiment): the sans-I/O core of
-# the prototype lite.Publisher, split out so that every profile could run on
-# it. It owns the state, the in-flight table, publish(), tick() and packet()
-# (a packet already framed by the driver: its first byte in state[_T], its
-# body in data). It writes (acks, PINGREQ, PUBLISH) but never reads; the
-# driver (lite.Publisher) opens the stream, frames, waits.
+# frugalmqtt.lite: the sans-I/O protocol core every profile runs on (the
+# class `core`), and the publish-only profile's blocking driver over it
+# (`Publisher`): one module, as a second module for the core cost the
+# publish-only device about 0.8 KB of heap (its object, globals dict and
+# names, and the holes loading another .mpy leaves).
+#
+# The core owns the outbound flow and the connection: packet ids, the fixed
+# in-flight table and its order, the server's quota (Receive Maximum),
+# resend on CONNACK, ack handling, the CONNACK limits, keep-alive deadlines,
+# protocol errors, each flow-state transition in one place. It writes
+# (acks, PINGREQ, PUBLISH) on any stream with write(buf, off, n) -> k and
+# close(), but never reads: a driver frames each packet from the server
+# into `data` (its first byte in state[_T]) and hands it to input(n). Drivers:
+# Publisher here, client.MQTTClient, aclient.AMQTTClient, session.Session (none,
+# for a driver of your own). What runs once is in modules loaded for it
+# that drop themselves: construction (lhello.py: the arguments, checks and
+# the CONNECT built once) and each connection (lconn.py: the stream, the
+# CONNECT, the CONNACK and the session's resume).
+#
+# Written for RAM (docs/internals.md, "Where a profile's heap goes"): on a
+# device every function, name and string constant here is held in the
+# heap. So the numbers are in one list, state[...] (the _N ... indices
+# below; the modules that read them repeat the indices, and
+# tests/test_device_imports.py checks every copy), the in-flight table and
+# the buffer for QoS 0 and control packets are one bytearray (buf), the
+# classes are made by type() from a dict literal (no class body to run, the
+# dict made at its size), the hooks the other profiles plug in are state
+# slots and methods of names MicroPython has built in (a new name costs a
+# qstr, and the publish-only run holds 54 of the 60 its first two qstr pools
+# take: the 61st opens a pool of about 1 KB), and errors carry only their
+# reason code or an errno (their words are in why.py, loaded to raise).
 try:
     from time import ticks_ms, ticks_diff
 except ImportError:  # CPython
@@ -108,7 +133,7 @@ def text(buf, start, end):
 
 
 def core():  # (named as the class it makes: no name of its own)
-    """The Core class (a driver subclasses it), made by type() from a dict
+    """The core class (a driver subclasses it), made by type() from a dict
     literal: the dict is made at its size at once."""
 
     def __init__(self, *args, **t):
@@ -118,10 +143,10 @@ def core():  # (named as the class it makes: no name of its own)
         from . import lhello
         b = lhello.encode(self, *args, **t)
         del lhello
-        # lhello.py's code collected, then the buffers: they go low, not
-        # above the module's code where they would split the free heap
-        import gc
-        gc.collect()
+        # Then the buffers, with lhello.py's code garbage. (Collecting it
+        # first puts them lower in the heap but leaves small holes below,
+        # which every publish's heap frame then scans: measured 0.4k more
+        # instructions a QoS 0 publish, no smaller heap.)
         a = self.state
         # the in-flight table and the buffer for QoS 0 and control packets
         # (their sizes: lhello.py's, in state)
@@ -640,7 +665,6 @@ def core():  # (named as the class it makes: no name of its own)
 core = core()
 
 
-# PROTOTYPE 2 (s3cz): the blocking driver in the core's module, named lite.py
 def Publisher():  # (named as the class it makes: no name of its own)
     """The Publisher class, made by type() from a dict literal."""
 

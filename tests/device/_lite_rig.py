@@ -76,9 +76,8 @@ class Peer:
 
 
 class Lite(Publisher):
-    """A Publisher whose readiness comes from the peer's script, not poll().
-    (PROTOTYPE rig: the prototype has no _wait(); poll() asks poller.ipoll(),
-    so the peer is its own poller.)"""
+    """A Publisher whose readiness comes from the peer's script: poll() asks
+    poller.ipoll(), and the peer is its own poller."""
 
     def connect(self, clean=None, sock=None, timeout_ms=0):
         if sock is not None:
