@@ -350,7 +350,7 @@ class MQTTClient(Receiver, Publisher):
         """A packet over max_packet (rl body bytes after its fixed header).
         A PUBLISH is reported to on_oversize(topic, size), topic as bytes
         (cut at max_packet), size the whole packet's bytes. On 3.1.1, where
-        the server cannot know our limit, it is read through rx and dropped
+        the server cannot know our limit, it is read through data and dropped
         (no allocation but the topic) and acknowledged at QoS 1/2 as if
         delivered: a retained one cannot make the client reconnect over and
         over. Beyond _DRAIN_MAX bytes (a hostile size, not a message) it

@@ -418,7 +418,7 @@ class Receiver:
     def keep(self, o):
         """The properties of the CONNACK (o 2) or DISCONNECT (o 1) in data, a
         propview.Props over a copy of the packet up to the end of its
-        property block (its length at rx[o]), for connack_props and
+        property block (its length at data[o]), for connack_props and
         disconnect_props; None on 3.1.1 or when there are none."""
         if self.state[_V] == 4:
             return None
