@@ -1,6 +1,7 @@
 # The blocking client: the core (lite.core) with receiving (recv.Receiver)
 # and outbound aliases (alias.Aliases in state[_AL]), over lite's blocking
-# driver (framing, waiting: lite.Publisher.poll()), plus reconnect with bounded exponential backoff, subscriptions
+# driver (framing, waiting: lite.Publisher.poll()), plus reconnect with
+# bounded exponential backoff, subscriptions
 # made again after a reconnect that found no session, and helpers that wait
 # (each wait bounded by its timeout_ms). A reconnect inside poll() and
 # ensure_connected() is a connect attempt that resumes across calls
