@@ -51,7 +51,6 @@ _STRIDE = const(16)
 _OB = const(19)
 
 # (sys itself not a global: room in this module's dict, tests/test_dict_room.py)
-_room = None  # room in this module's dict (a name core.py holds)
 _MP = __import__("sys").implementation.name == "micropython"
 
 if _MP:
