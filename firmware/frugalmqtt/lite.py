@@ -191,6 +191,8 @@ def core():  # (named as the class it makes: no name of its own)
         to its file (ob.defer()); with outbound aliases (state[_AMAX]) the
         topic may go as an alias (self.alias())."""
         a = self.state
+        T = type  # (the builtins used more than once, looked up once: each lookup
+        L = len  # misses in this module's globals first)
         if not qos and self.sock is None:
             raise OSError(_ENOTCONN)
         if qos and (qos < 0 or qos > a[_MQOS]):
@@ -203,15 +205,15 @@ def core():  # (named as the class it makes: no name of its own)
         ob = a[_OB]  # an outbox.Outbox persisting the table, 0: none
         al = 0  # the topic's alias: > 0 the server knows it, < 0 it goes with the topic
         if qos:
-            while a[_N] >= len(d) and not ob:
+            while a[_N] >= L(d) and not ob:
                 if timeout_ms is None:
                     return _FULL
                 if not self.poll(timeout_ms) and timeout_ms >= 0:
                     raise OSError(_ETIMEDOUT)  # in-flight window full
-            if a[_N] >= len(d) or ob and ob.backlog:
+            if a[_N] >= L(d) or ob and ob.backlog:
                 b = ob.buf  # no slot (or older ones wait): the outbox's file keeps it
                 s = 0
-                e = len(b)
+                e = L(b)
             else:
                 s = 0
                 while b[s]:
@@ -219,16 +221,16 @@ def core():  # (named as the class it makes: no name of its own)
                 e = s + st
         else:
             s = a[_TXO]
-            e = len(b)
+            e = L(b)
         # An alias only for a QoS 1/2 message that goes now (a held one must
         # not lean on an alias sent after it), none with an outbox; asked
         # for once the topic is checked (an invalid one takes none)
         g = a[_AMAX] and (not qos or a[_N] < a[_QUOTA] and not ob)
         h = s + _M + _HEAD  # the body; the fixed header goes right before it
-        x = type(topic)  # (no tuple to test it against: one would be built, allocated)
+        x = T(topic)  # (no tuple to test it against: one would be built, allocated)
         new = topic is not self.topic or x is bytearray
         if new and x is not str and x is not bytes and x is not bytearray and \
-                x is not memoryview or props and type(props) is not bytes:
+                x is not memoryview or props and T(props) is not bytes:
             raise why("publish", topic, payload, props)
         while True:  # a second round only plain: the new alias's packet did not fit
             # Two rounds: the topic (then the packet id's room and the
@@ -238,9 +240,9 @@ def core():  # (named as the class it makes: no name of its own)
             x = topic
             try:
                 while True:
-                    y = type(x)
+                    y = T(x)
                     if y is bytes or y is bytearray or y is memoryview:  # (the common case first)
-                        n = len(x)
+                        n = L(x)
                         if o + n > e:
                             raise IndexError
                         b[o:o + n] = x
@@ -287,7 +289,7 @@ def core():  # (named as the class it makes: no name of its own)
                     if qos:
                         o += 2
                     if a[_V] == 5:
-                        n = len(props) if props else 0
+                        n = L(props) if props else 0
                         k = n + 3 if al else n
                         if k < 128:
                             b[o] = k
@@ -320,7 +322,7 @@ def core():  # (named as the class it makes: no name of its own)
             # goes never depends on which aliases it knows [MQTT-3.2.2-15]
             n = o - h + (3 if al > 0 else 0)
             if al:
-                k = len(props) if props else 0
+                k = L(props) if props else 0
                 n -= 4 if k < 128 <= k + 3 else 3
             n += 2 if n < 128 else 3 if n < 16384 else 4
             if n > a[_SMAX]:
