@@ -135,12 +135,57 @@ def doc_params(args):
     return out
 
 
+def passed_on(fn):
+    """For a function whose parameters are (self, *args, **kw) and that hands
+    both on to one call, as lite.core.__init__ does (`lhello.encode(self,
+    *args, **t)`): (the function called, the names of its parameters that the
+    caller supplies itself: those before *args and the explicit keywords),
+    read from the caller's source. None for any other function."""
+    import textwrap
+    sig = list(inspect.signature(fn).parameters.values())
+    if [p.kind for p in sig[-2:]] != [inspect.Parameter.VAR_POSITIONAL,
+                                      inspect.Parameter.VAR_KEYWORD]:
+        return None
+    star, kw = sig[-2].name, sig[-1].name
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    local = {}  # `from . import m` / `import m` inside the function
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            package = fn.__module__.rpartition(".")[0] if node.level else None
+            for a in node.names:
+                base = "." * node.level + (node.module + "." if node.module else "")
+                local[a.asname or a.name] = (base + a.name, package)
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)
+             and any(isinstance(a, ast.Starred) and isinstance(a.value, ast.Name)
+                     and a.value.id == star for a in c.args)
+             and any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kw
+                     for k in c.keywords)]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    f = call.func
+    assert isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name), ast.dump(f)
+    name, package = local[f.value.id]
+    callee = getattr(importlib.import_module(name, package), f.attr)
+    lead = [isinstance(a, ast.Starred) for a in call.args].index(True)  # args before *args
+    given = list(inspect.signature(callee).parameters)[:lead]
+    given += [k.arg for k in call.keywords if k.arg]
+    return callee, given
+
+
 def real_params(obj, bases=()):
     """[(name, default)] of obj's signature: `self` dropped, a (*args, **kw)
-    pass-through replaced by the base class's, **sizes by the client's sizing."""
+    pass-through replaced by the parameters of the function it hands them to
+    (less those the caller supplies itself) or else by the base class's,
+    **sizes by the client's sizing."""
     params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
     kinds = [p.kind for p in params]
     if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
+        fn = obj.__init__ if inspect.isclass(obj) else obj
+        through = passed_on(fn) if inspect.isfunction(fn) else None
+        if through:
+            callee, given = through
+            return [p for p in real_params(callee) if p[0] not in given]
         return real_params(bases[0], bases[1:])
     out = []
     client = inspect.signature(real("frugalmqtt.client", None, "MQTTClient")).parameters
