@@ -219,9 +219,10 @@ def instances(tmp_path):
     """One instance of each documented class of a ready module, for its
     instance attributes."""
     from frugalmqtt.client import MQTTClient
-    from frugalmqtt.lite import Publisher
+    from frugalmqtt.lite import Publisher, core
     from frugalmqtt import session, props, recv, err
     out = {
+        "core": [core("doc", "localhost")],
         "MQTTClient": [MQTTClient("doc", "localhost")],
         "Publisher": [Publisher("doc", "localhost")],
         "Message": [recv.Message(props.Props())],
