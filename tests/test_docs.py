@@ -384,3 +384,64 @@ def test_profile_mpy_sizes_are_this_trees(tmp_path):
         size = (str(mpy.profile_size(name, mods)) if profiles.available(name)
                 else profiles.awaiting(name))
         assert row.group(1).strip() == size, name
+
+
+# ---- the settings read from the core --------------------------------------------------
+
+def settings_table():
+    """[(names, where, full_only)] of the table in api.md's "Settings read
+    from the core": the attributes of a row and its `state` cell."""
+    part = API[API.index("## Settings read from the core"):API.index("They are read-only.")]
+    rows = []
+    full = False
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if not line.startswith("| `") and not line.startswith("| full"):
+            continue
+        full = full or cells[0].startswith("full and asyncio clients")
+        rows.append((re.findall(r"`(\w+)`", cells[0]), cells[2], full))
+    return rows
+
+
+CONVERT = {"retain_ok": lambda v: v == 1, "up": lambda v: v != 0, "ob": lambda v: v or None}
+
+
+def test_settings_table_is_where_the_core_keeps_them():
+    from frugalmqtt.lite import Publisher
+    from frugalmqtt.client import MQTTClient
+    from frugalmqtt.aclient import AMQTTClient
+    rows = settings_table()
+    assert {n for r in rows for n in r[0]} >= {"server", "port", "keepalive", "ssl", "clean",
+                                                "v", "timeout", "slots", "quota", "sp",
+                                                "connected", "up", "n", "ob", "early"}
+    for names, where, full in rows:
+        for cls in (MQTTClient, AMQTTClient) if full else (Publisher, MQTTClient, AMQTTClient):
+            c = cls("doc", "localhost")
+            for name in names:
+                assert name not in vars(c), (cls, name)  # read from state, not held
+            idx = [int(k) for k in re.findall(r"`\[(\d+)\]`", where)]
+            if names == ["keepalive"]:
+                c.state[27][13:15] = (300).to_bytes(2, "big")
+                assert c.keepalive == 300
+            elif names == ["slots"]:
+                assert c.slots == len(c.state[26])
+            elif names == ["connected"]:
+                assert c.connected is False and c.sock is None
+                c.sock = object()
+                assert c.connected is True
+            else:
+                assert len(idx) == len(names), names
+                for name, k in zip(names, idx):
+                    for val in (0, 1, 7):
+                        c.state[k] = val
+                        assert getattr(c, name) == CONVERT.get(name, lambda v: v)(val), (
+                            cls, name, k, val)
+                    # read-only: an assignment hides the value and changes nothing
+                    c.state[k] = 1
+                    setattr(c, name, 5)
+                    assert c.state[k] == 1, (cls, name)
+
+
+def test_quota_reads_0_while_not_connected():
+    from frugalmqtt.lite import Publisher
+    assert Publisher("doc", "localhost", slots=4).quota == 0
