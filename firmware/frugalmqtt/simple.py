@@ -35,17 +35,28 @@
 from .client import MQTTClient as _Client, _fill
 from .lite import MQTTError, ServerError, text as utf8, why as _why
 
-_PINGRESP = 0xD0
+
+try:
+    from micropython import const
+except ImportError:  # CPython
+    from .time import const
+
+_PINGRESP = const(0xD0)
 _PINGREQ = b"\xc0\x00"
-# lite.py's state[...] indices and slot layout
-_QUOTA = 1
-_RX = 4
-_TMO = 12
-_T = 14
-_STRIDE = 16
-_TXO = 17
-_CLOCK = 28
-_M = 6
+# lite.py's state[...] indices and slot layout (read from state: the
+# client's settings attributes are made when read, lite.Publisher.__getattr__)
+_QUOTA = const(1)
+_RX = const(4)
+_SMAX = const(6)
+_MQOS = const(7)
+_RET = const(8)
+_V = const(10)
+_TMO = const(12)
+_T = const(14)
+_STRIDE = const(16)
+_TXO = const(17)
+_CLOCK = const(28)
+_M = const(6)
 
 
 class MQTTException(Exception):
@@ -64,7 +75,7 @@ class _Link(_Client):
     def oversize(self, rl):
         # lite refuses a packet over data; a 3.1.1 PUBLISH is read instead
         # (lite's framing: its first byte still in data[0])
-        if self.v == 5 or self.data[0] >> 4 != 3:
+        if self.state[_V] == 5 or self.data[0] >> 4 != 3:
             raise MQTTError(0x95)  # over our Maximum Packet Size [MQTT-3.1.2-24]
         self.small = self.data
         self.data = bytearray(rl)  # the facade's one allocation past its buffers
@@ -184,8 +195,8 @@ class MQTTClient:
             topic = topic.encode()
         # the PUBLISH in the client's buffer: header, topic, packet id, 5.0
         # property length, payload [MQTT-3.3.2-1] [MQTT-3.3.2-2]
-        n = 7 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
         a = c.state
+        n = 7 + len(topic) + (2 if qos else 0) + (1 if a[_V] == 5 else 0) + len(msg)
         if n > (a[_STRIDE] if qos else len(c.buf) - a[_TXO]) - _M:  # the slot's, the buffer's
             return self._publish_own(topic, msg, qos, retain)
         pid = self._call(c.publish, topic, msg, qos, retain)
@@ -236,14 +247,15 @@ class MQTTClient:
         writes from the caller's buffer, so it is the facade's own. Its
         checks are the core's, in the core's words (lite.why)."""
         c = self._c
+        a = c.state
         if not topic or b"#" in topic or b"+" in topic or not utf8(topic, 0, len(topic)):
             # [MQTT-4.7.3-1] [MQTT-3.3.2-2] [MQTT-1.5.4-1] [MQTT-1.5.4-2]
             raise _why("topic", len(topic))
-        if qos < 0 or qos > c.max_qos:
-            raise _why("qos", qos, c.max_qos)  # [MQTT-3.2.2-11]
-        if retain and not c.retain_ok:
+        if qos < 0 or qos > a[_MQOS]:
+            raise _why("qos", qos, a[_MQOS])  # [MQTT-3.2.2-11]
+        if retain and not a[_RET]:
             raise _why("retain")  # [MQTT-3.2.2-14]
-        n = 2 + len(topic) + (2 if qos else 0) + (1 if c.v == 5 else 0) + len(msg)
+        n = 2 + len(topic) + (2 if qos else 0) + (1 if a[_V] == 5 else 0) + len(msg)
         h = bytearray()
         h.append(0x30 | qos << 1 | (1 if retain else 0))
         k = n
@@ -251,14 +263,14 @@ class MQTTClient:
             h.append(k & 0x7F | 0x80)
             k >>= 7
         h.append(k)
-        if len(h) + n > c.server_max:
-            raise _why("server_max", len(h) + n, c.server_max)  # [MQTT-3.2.2-15]
+        if len(h) + n > a[_SMAX]:
+            raise _why("server_max", len(h) + n, a[_SMAX])  # [MQTT-3.2.2-15]
         h += len(topic).to_bytes(2, "big") + topic
         pid = 0
         if qos:
             pid = c.pid()
             h += pid.to_bytes(2, "big")
-        if c.v == 5:
+        if a[_V] == 5:
             h.append(0)  # no properties
         c.own_reason = 0
         try:
