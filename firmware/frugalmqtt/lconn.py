@@ -5,9 +5,8 @@
 # packet) and resumes the session; connect() is lite.Publisher's blocking
 # connect (stream, CONNECT, poll until the CONNACK). The module drops itself
 # after the CONNACK, or when connect() fails.
-from . import lite  # (lite.core, lite.why ...: one global, not eight; the
-# module's globals dict is made at loading, its growth one of the blocks
-# connect() needs)
+# (nothing of lite: lite imports this module, so what it needs of lite comes
+# as arguments, an import circle otherwise)
 
 try:
     from micropython import const
@@ -54,7 +53,8 @@ def start(self, sock, clean):
     a = self.state
     h = a[_HELLO]
     if a[_V] == 4 and not clean and not h[15] | h[16]:
-        raise lite.why("user")  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
+        from .why import why
+        raise why("user", ())  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
     self.sock = sock
     a[_EARLY] = 0
     h[12] = h[12] & 0xFD | (2 if clean else 0)
@@ -89,14 +89,14 @@ def open(self, ms):
     return s
 
 
-def connect(self, clean, sock, timeout_ms):
+def connect(self, clean, sock, timeout_ms, ticks_ms, ticks_diff):
     """Publisher.connect(): open the stream (unless sock is given), send
     CONNECT, poll until the CONNACK; returns session present."""
     a = self.state
     if clean is None:
         clean = a[_CLEAN]
     timeout_ms = timeout_ms or a[_TMO]
-    t0 = lite.ticks_ms()
+    t0 = ticks_ms()
     self.close()
     try:
         if sock is None:
@@ -110,7 +110,7 @@ def connect(self, clean, sock, timeout_ms):
                 sock = self.poller = Stream(sock, r)
         start(self, sock, clean)
         while not a[_QUOTA]:  # poll() frames the CONNACK, core.input() hands it to recv()
-            if not self.poll(max(0, timeout_ms - lite.ticks_diff(lite.ticks_ms(), t0))):
+            if not self.poll(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
                 raise OSError(110)  # ETIMEDOUT: no CONNACK
         return bool(a[_SP])
     except BaseException:
@@ -123,15 +123,16 @@ def connect(self, clean, sock, timeout_ms):
             delattr(sys.modules["frugalmqtt"], "lconn")
 
 
-def recv(self, n):
+def recv(self, n, MQTTError, text):
     """The first packet of a connection, for core.input(): first byte
     state[_T], n body bytes in data. Check it, take the server's limits,
     resume the session. A protocol error raises MQTTError (input() answers
-    it); a refusal closes and raises ServerError."""
+    it); a refusal returns its reason code (input() closes and raises
+    ServerError)."""
     a = self.state
     v = a[_V]
     h = a[_HELLO]
-    e = lite.MQTTError  # (looked up once: each raise below is the shorter)
+    e = MQTTError  # (e: each raise below is the shorter)
     try:
         r = self.data
         t = a[_T]
@@ -194,7 +195,7 @@ def recv(self, n):
                         if o + 2 > n:
                             raise e(0x81)
                         c = o + 2 + (r[o] << 8 | r[o + 1])
-                        if c > n or not lite.text(r, o + 2, c):
+                        if c > n or not text(r, o + 2, c):
                             raise e(0x81)
                         o = c
                         k -= 1
@@ -212,8 +213,7 @@ def recv(self, n):
                 elif p == 0x13:
                     a[_KA] = c * 1000  # Server Keep Alive replaces ours [MQTT-3.2.2-21]
         if r[1]:
-            lite.core.close(self)
-            raise lite.ServerError(r[1])  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
+            return r[1]  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
         p = r[0] & 1
         if p and a[_CLEAN]:
             raise e(0x82)  # session present after clean start [MQTT-3.2.2-4]

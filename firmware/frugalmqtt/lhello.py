@@ -1,7 +1,8 @@
 # frugalmqtt.lhello: the core's construction (lite.core.__init__): the
 # arguments, their checks, the settings in state and the CONNECT, built once
 # when a client is made; then this module drops itself.
-from .lite import why, ticks_ms
+# (nothing of lite: lite imports this module, so why and ticks_ms come as
+# arguments, an import circle otherwise)
 
 try:
     from micropython import const
@@ -28,7 +29,7 @@ _HELLO = const(27)
 _M = const(6)
 
 
-def encode(self, client_id, server, port=0, version=5, user=None, password=None,
+def encode(self, why, ticks_ms, client_id, server, port=0, version=5, user=None, password=None,
            keepalive=60, ssl=None, clean=True, session_expiry=None, will=None,
            max_packet=256, slots=4, rx_size=64, timeout_ms=10000, tx_size=0, props=b"",
            clock=None):

@@ -141,7 +141,7 @@ def core():  # (named as the class it makes: no name of its own)
         # lhello.py, which drops itself when done: the signature's defaults
         # and the code are not held; star names: static qstrs)
         from . import lhello
-        b = lhello.encode(self, *args, **t)
+        b = lhello.encode(self, why, ticks_ms, *args, **t)
         del lhello
         # Then the buffers, with lhello.py's code garbage. (Collecting it
         # first puts them lower in the heap but leaves small holes below,
@@ -448,7 +448,11 @@ def core():  # (named as the class it makes: no name of its own)
         try:
             if not a[_QUOTA]:  # the CONNACK: lconn.py's, loaded for it, dropped again
                 from . import lconn
-                return lconn.recv(self, rl)
+                code = lconn.recv(self, rl, MQTTError, text)
+                if code:  # refused [MQTT-4.13.2-1]
+                    core.close(self)
+                    raise ServerError(code)
+                return
             code = 0
             if first != 0x40 or rl != 2:  # (a PUBACK without a reason: the common case)
                 if t == 3:
@@ -676,7 +680,7 @@ def Publisher():  # (named as the class it makes: no name of its own)
         open stream to use instead of a new TCP/TLS socket (a test peer).
         timeout_ms: this attempt's bound, connect to CONNACK (0: the client's)."""
         from . import lconn  # it drops itself after the CONNACK
-        return lconn.connect(self, clean, sock, timeout_ms)
+        return lconn.connect(self, clean, sock, timeout_ms, ticks_ms, ticks_diff)
 
     def flush(self, timeout_ms=-1):
         """Wait until every QoS 1/2 flow is acknowledged; False on timeout."""
