@@ -141,7 +141,7 @@ def core():  # (named as the class it makes: no name of its own)
         # lhello.py, which drops itself when done: the signature's defaults
         # and the code are not held; star names: static qstrs)
         from . import lhello
-        b = lhello.encode(self, why, ticks_ms, *args, **t)
+        b = lhello.encode(self, why, *args, **t)  # (why: lhello imports nothing of lite)
         del lhello
         # Then the buffers, with lhello.py's code garbage. (Collecting it
         # first puts them lower in the heap but leaves small holes below,
