@@ -123,7 +123,7 @@ def connect(self, clean, sock, timeout_ms, ticks_ms, ticks_diff):
             delattr(sys.modules["frugalmqtt"], "lconn")
 
 
-def recv(self, n, MQTTError, text):
+def recv(self, n, MQTTError):
     """The first packet of a connection, for core.input(): first byte
     state[_T], n body bytes in data. Check it, take the server's limits,
     resume the session. A protocol error raises MQTTError (input() answers
@@ -132,7 +132,7 @@ def recv(self, n, MQTTError, text):
     a = self.state
     v = a[_V]
     h = a[_HELLO]
-    e = MQTTError  # (e: each raise below is the shorter)
+    e = MQTTError  # (lite's: this module imports nothing of lite)
     try:
         r = self.data
         t = a[_T]
@@ -141,77 +141,14 @@ def recv(self, n, MQTTError, text):
         if n < 2 or v == 4 and n != 2 or r[0] & 0xFE:
             raise e(0x81)  # [MQTT-3.2.2-1]
         d = a[_ORD]
-        q = len(d)  # the quota, until the server's Receive Maximum says less
+        q = len(d)  # the quota (3.1.1: no Receive Maximum)
         a[_SMAX] = 268435460
         a[_MQOS] = 2
         a[_RET] = 1
         a[_KA] = (h[13] << 8 | h[14]) * 1000  # our Keep Alive
         a[_AMAX] = 0  # no aliases unless the server allows them [MQTT-3.2.2-17]
-        if v == 5:
-            # The property block at r[2:n]: keep the limits that bind us
-            o = 2
-            k = 0
-            s = 0
-            while True:  # its length, a Variable Byte Integer
-                if o >= n or s == 28:
-                    raise e(0x81)
-                c = r[o]
-                o += 1
-                k |= (c & 0x7F) << s
-                s += 7
-                if c < 128:
-                    break
-            if k + o != n or not c and s > 7:
-                raise e(0x81)  # or not minimally encoded [MQTT-1.5.5-1]
-            s = 0  # the ids seen
-            while o < n:
-                p = r[o]
-                o += 1
-                # the size of the value: a 1, 2 or 4 byte integer, 5 a string or
-                # binary data, 6 a string pair, 0 none (an unknown id)
-                k = b"45205500050500502201164111"[p - 0x11] - 48 if 0x11 <= p <= 0x2A else 0
-                if not k:
-                    raise e(0x81)  # unknown id (5.0 2.2.2.2)
-                c = 1 << p - 0x11
-                # Each property but User Property at most once; Authentication
-                # Method/Data only in answer to ours, and we send none (5.0 3.2.2.3)
-                if s & c and p != 0x26 or p == 0x15 or p == 0x16:
-                    raise e(0x82)
-                s |= c
-                c = 0
-                if k < 5:
-                    if o + k > n:
-                        raise e(0x81)
-                    if k == 1 and r[o] > 1:
-                        raise e(0x82)  # a byte property is 0 or 1 (5.0 3.2.2.3.4, ..)
-                    while k:
-                        c = c << 8 | r[o]
-                        o += 1
-                        k -= 1
-                    if not c and (p == 0x21 or p == 0x27):
-                        raise e(0x82)  # not 0 (5.0 3.2.2.3.3, 3.2.2.3.6)
-                else:
-                    while k > 4:  # one string, or two: UTF-8 [MQTT-1.5.4-1]
-                        if o + 2 > n:
-                            raise e(0x81)
-                        c = o + 2 + (r[o] << 8 | r[o + 1])
-                        if c > n or not text(r, o + 2, c):
-                            raise e(0x81)
-                        o = c
-                        k -= 1
-                if p == 0x21:
-                    if c < q:
-                        q = c  # [MQTT-3.3.4-7] [MQTT-4.9.0-1]
-                elif p == 0x27:
-                    a[_SMAX] = c  # [MQTT-3.2.2-15]
-                elif p == 0x24:
-                    a[_MQOS] = c  # [MQTT-3.2.2-11]
-                elif p == 0x25:
-                    a[_RET] = c  # [MQTT-3.2.2-14]
-                elif p == 0x22:
-                    a[_AMAX] = c if c < a[_ALN] else a[_ALN]  # [MQTT-3.2.2-17]
-                elif p == 0x13:
-                    a[_KA] = c * 1000  # Server Keep Alive replaces ours [MQTT-3.2.2-21]
+        if v == 5:  # its property block: the limits that bind us (the core's walker)
+            q = self.parse(n)
         if r[1]:
             return r[1]  # refused: CONNACK reason / return code [MQTT-4.13.2-1]
         p = r[0] & 1
