@@ -5,13 +5,15 @@
 # packet) and resumes the session; connect() is lite.Publisher's blocking
 # connect (stream, CONNECT, poll until the CONNACK). The module drops itself
 # after the CONNACK, or when connect() fails.
-# (nothing of lite: lite imports this module, so what it needs of lite comes
-# as arguments, an import circle otherwise)
+# Nothing of lite: lite imports this module (an import circle otherwise), so
+# the core hands recv() MQTTError, and a refusal's code goes back to input().
+# Written for the heap a connect finds, the client's built (measured with
+# lite's heap run): recv() comes first, its code the largest block, loaded
+# first into the largest hole; no global `const` on a device (a smaller
+# globals dict: the last block loading this module needs).
 
-try:
-    from micropython import const
-except ImportError:  # CPython
-    from .time import const
+if __import__("sys").implementation.name != "micropython":
+    from .time import const  # CPython's (MicroPython's compiler knows const)
 
 # lite.py's state[...] indices and slot states
 _N = const(0)
@@ -45,82 +47,6 @@ _ORD = const(26)
 _HELLO = const(27)
 _SERVER = const(29)
 _SSL = const(30)
-
-
-def start(self, sock, clean):
-    """Start a connection on the open stream sock: send CONNECT. The session
-    resumes when the CONNACK comes (core.input() calls recv())."""
-    a = self.state
-    h = a[_HELLO]
-    if a[_V] == 4 and not clean and not h[15] | h[16]:
-        from .why import why
-        raise why("user", ())  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
-    self.sock = sock
-    a[_EARLY] = 0
-    h[12] = h[12] & 0xFD | (2 if clean else 0)
-    a[_CLEAN] = clean
-    self.send(h[0], len(h) - h[0], 0, h)
-
-
-def open(self, ms):
-    """The TCP (TLS) stream to the server, self.sock, Nagle's delay off: the
-    connect and the handshake bounded by ms, then timeout_ms for each read
-    and write."""
-    import socket
-    a = self.state
-    r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
-    s = socket.socket(r[0], socket.SOCK_STREAM)
-    try:
-        s.settimeout(ms / 1000)
-        s.connect(r[-1])
-        try:  # every packet leaves in one write: Nagle must not hold it
-            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
-        except OSError:
-            pass  # a stack without TCP_NODELAY: it still works (tests/test_conn_tcp.py)
-        r = s
-        if a[_SSL]:
-            s = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER])
-        # MicroPython's TLS socket has no settimeout: it reads and writes through r
-        getattr(s, "settimeout", r.settimeout)(a[_TMO] / 1000)
-    except BaseException:
-        s.close()
-        raise
-    self.sock = s
-    return s
-
-
-def connect(self, clean, sock, timeout_ms, ticks_ms, ticks_diff):
-    """Publisher.connect(): open the stream (unless sock is given), send
-    CONNECT, poll until the CONNACK; returns session present."""
-    a = self.state
-    if clean is None:
-        clean = a[_CLEAN]
-    timeout_ms = timeout_ms or a[_TMO]
-    t0 = ticks_ms()
-    self.close()
-    try:
-        if sock is None:
-            import select
-            import sys
-            sock = open(self, timeout_ms)
-            r = self.poller = select.poll()
-            r.register(sock, select.POLLIN)
-            if sys.implementation.name != "micropython":
-                from .time import Stream
-                sock = self.poller = Stream(sock, r)
-        start(self, sock, clean)
-        while not a[_QUOTA]:  # poll() frames the CONNACK, core.input() hands it to recv()
-            if not self.poll(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
-                raise OSError(110)  # ETIMEDOUT: no CONNACK
-        return bool(a[_SP])
-    except BaseException:
-        self.close()
-        raise
-    finally:  # dropped by recv(), unless it never came
-        import sys
-        if sys.implementation.name == "micropython" and __name__ in sys.modules:
-            del sys.modules[__name__]
-            delattr(sys.modules["frugalmqtt"], "lconn")
 
 
 def recv(self, n, MQTTError):
@@ -207,5 +133,81 @@ def recv(self, n, MQTTError):
     finally:
         import sys  # this module drops itself
         if sys.implementation.name == "micropython":  # (CPython: threads may import it)
+            del sys.modules[__name__]
+            delattr(sys.modules["frugalmqtt"], "lconn")
+
+
+def start(self, sock, clean):
+    """Start a connection on the open stream sock: send CONNECT. The session
+    resumes when the CONNACK comes (core.input() calls recv())."""
+    a = self.state
+    h = a[_HELLO]
+    if a[_V] == 4 and not clean and not h[15] | h[16]:
+        from .why import why
+        raise why("user", ())  # 3.1.1: a persistent session needs one [MQTT-3.1.3-7]
+    self.sock = sock
+    a[_EARLY] = 0
+    h[12] = h[12] & 0xFD | (2 if clean else 0)
+    a[_CLEAN] = clean
+    self.send(h[0], len(h) - h[0], 0, h)
+
+
+def open(self, ms):
+    """The TCP (TLS) stream to the server, self.sock, Nagle's delay off: the
+    connect and the handshake bounded by ms, then timeout_ms for each read
+    and write."""
+    import socket
+    a = self.state
+    r = socket.getaddrinfo(a[_SERVER], a[_PORT], 0, socket.SOCK_STREAM)[0]
+    s = socket.socket(r[0], socket.SOCK_STREAM)
+    try:
+        s.settimeout(ms / 1000)
+        s.connect(r[-1])
+        try:  # every packet leaves in one write: Nagle must not hold it
+            s.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+        except OSError:
+            pass  # a stack without TCP_NODELAY: it still works (tests/test_conn_tcp.py)
+        r = s
+        if a[_SSL]:
+            s = a[_SSL].wrap_socket(s, server_hostname=a[_SERVER])
+        # MicroPython's TLS socket has no settimeout: it reads and writes through r
+        getattr(s, "settimeout", r.settimeout)(a[_TMO] / 1000)
+    except BaseException:
+        s.close()
+        raise
+    self.sock = s
+    return s
+
+
+def connect(self, clean, sock, timeout_ms, ticks_ms, ticks_diff):
+    """Publisher.connect(): open the stream (unless sock is given), send
+    CONNECT, poll until the CONNACK; returns session present."""
+    a = self.state
+    if clean is None:
+        clean = a[_CLEAN]
+    timeout_ms = timeout_ms or a[_TMO]
+    t0 = ticks_ms()
+    self.close()
+    try:
+        if sock is None:
+            import select
+            import sys
+            sock = open(self, timeout_ms)
+            r = self.poller = select.poll()
+            r.register(sock, select.POLLIN)
+            if sys.implementation.name != "micropython":
+                from .time import Stream
+                sock = self.poller = Stream(sock, r)
+        start(self, sock, clean)
+        while not a[_QUOTA]:  # poll() frames the CONNACK, core.input() hands it to recv()
+            if not self.poll(max(0, timeout_ms - ticks_diff(ticks_ms(), t0))):
+                raise OSError(110)  # ETIMEDOUT: no CONNACK
+        return bool(a[_SP])
+    except BaseException:
+        self.close()
+        raise
+    finally:  # dropped by recv(), unless it never came
+        import sys
+        if sys.implementation.name == "micropython" and __name__ in sys.modules:
             del sys.modules[__name__]
             delattr(sys.modules["frugalmqtt"], "lconn")
