@@ -144,7 +144,7 @@ def core():  # (named as the class it makes: no name of its own)
         5.0 2.2.2.2). One walker for both, here: lconn.py (lconn.recv calls
         it) is 0.4 KB smaller, and its code is what a connect must find
         room for in a heap the client has filled (with the walker in lconn,
-        one function or two, the smallest heap stayed >= 15872 B). A method
+        one function or two, in any order, no heap under 15744 B passed). A method
         of a static name (parse): no new qstr, and no global of lite (one
         more there, and every builtin publish() looks up probes longer:
         measured 0.7k more instructions a QoS 0 publish)."""
