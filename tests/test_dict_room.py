@@ -22,6 +22,16 @@ SIZES = (0, 2, 4, 6, 8, 10, 12, 17, 23, 29, 37, 47, 59, 73, 97, 127, 167, 223)
 HOT = ("lite", "recv", "propview", "alias", "client", "aclient", "session", "telem")
 MOST = 0.85  # of its slots a hot module's globals may take
 SMALL = 8  # a dict this small is scanned in a few probes even when full
+# Measured exceptions, {module: its globals count}: the count may not change
+# without measuring again. lite (the core): 11 globals in 12 slots, every one
+# needed (the classes, the exceptions, why, text, ticks_ms, ticks_diff,
+# SESSION_LOST); its publish() looks type and len up once per call, and
+# callgrind counts (3.1.1, QoS 0 publish) say the fill costs nothing here:
+# 20.1k instructions at 11 of 12, 20.3-20.5k with one global fewer (10 of
+# 12: where the names hash decides the probes, not the fill), 19.4k at 13 of
+# 17 but the publish-only smallest heap 16384 B instead of 15616 (its line
+# 15667).
+MEASURED = {"lite": 11}
 
 PROBE = """
 import json
@@ -45,7 +55,7 @@ def test_hot_module_globals_have_room_under_the_unix_port():
     counts = json.loads(r.stdout)
     assert sorted(counts) == sorted(HOT)
     crowded = {m: "%d of %d slots" % (n, size(n)) for m, n in counts.items()
-               if n / size(n) > MOST and size(n) > SMALL}
+               if n / size(n) > MOST and size(n) > SMALL and MEASURED.get(m) != n}
     assert not crowded, "globals dicts too full (add or drop a global): %s" % crowded
 
 
