@@ -268,8 +268,8 @@ def core():  # (named as the class it makes: no name of its own)
         Receive Maximum a stored message waits in its slot until an ack frees
         the quota; once stored it is never lost (OSError means it was not
         stored). With an outbox (state[_OB]) a message that finds no slot goes
-        to its file (ob.defer()); with outbound aliases (state[_AMAX]) the
-        topic may go as an alias (self.alias())."""
+        to its file (its push()); with outbound aliases (state[_AMAX]) the
+        topic may go as an alias (state[_AL].get())."""
         a = self.state
         T = type  # (the builtins used more than once, looked up once: each lookup
         L = len  # misses in this module's globals first)
@@ -744,7 +744,7 @@ def Publisher():  # (named as the class it makes: no name of its own)
         packet) for the first packet; send PINGREQ when due. True if a packet
         was handled. Raises OSError when the link is lost (the table is
         kept), MQTTError when the server broke the protocol. The framing is
-        here, the handling in the core (packet())."""
+        here, the handling in the core (input())."""
         if self.sock is None:
             raise OSError(_ENOTCONN)
         a = self.state
