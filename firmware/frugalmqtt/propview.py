@@ -8,7 +8,7 @@
 from array import array
 from .lite import text as utf8
 
-# room in the globals dict for fast builtin lookups (see core.py): 13 names
+# room in the globals dict for fast builtin lookups (tests/test_dict_room.py): 13 names
 # in a dict of 17 slots, not 11 in 12
 _room = _room2 = None
 

@@ -264,7 +264,7 @@ class MQTTClient:
             k >>= 7
         h.append(k)
         if len(h) + n > a[_SMAX]:
-            raise _why("server_max", len(h) + n, a[_SMAX])  # [MQTT-3.2.2-15]
+            raise _why("max_packet", len(h) + n, a[_SMAX])  # [MQTT-3.2.2-15]
         h += len(topic).to_bytes(2, "big") + topic
         pid = 0
         if qos:

@@ -1,9 +1,9 @@
 # frugalmqtt.why: the words of the errors the device package raises for bad
 # arguments and sizes, the names of the reason codes, and which connect
 # errors are fatal, imported only when an error is raised, printed or judged
-# (core._why), so a device holds none of this until then. Each argument error
+# (lite.why), so a device holds none of this until then. Each argument error
 # names the argument, and for a size the size and the limit.
-_HEAD = 5  # core._HEAD
+_HEAD = 5  # lite._HEAD: bytes before each body for its fixed header
 
 # key: (exception class, message with %-formatted arguments)
 _TEXT = {
@@ -17,9 +17,7 @@ _TEXT = {
     "retain": (ValueError, "retain: the server has no retained messages"),  # [MQTT-3.2.2-14]
     "topic": (ValueError, "topic: empty, a wildcard (+ #), U+0000, not UTF-8, or longer than "
                           "the buffer (%d bytes written)"),
-    "server_max": (ValueError, "payload: a PUBLISH of %d bytes, over the server's Maximum "
-                               "Packet Size %d"),  # [MQTT-3.2.2-15]
-    # the prototype lite's keys: names it holds anyway
+    # (keys: names the device holds anyway)
     "max_packet": (ValueError, "payload: a PUBLISH of %d bytes, over the server's Maximum "
                                "Packet Size %d"),  # [MQTT-3.2.2-15]
     "payload_utf8": (ValueError, "payload: not UTF-8, and props say it is"),  # [U-3.3.2-b]
@@ -83,16 +81,6 @@ def _packet(n):
     return n + (2 if n < 128 else 3 if n < 16384 else 4)
 
 
-def size(c, b, payload, props, qos):
-    """ValueError for a PUBLISH of core c that did not fit its buffer b."""
-    n = 2 + c.tn + (2 if qos else 0) + len(payload.encode() if type(payload) is str else payload)
-    if c.v == 5:
-        k = len(props) if props else 0
-        n += k + (1 if k < 128 else 2)
-    return ValueError("payload: a PUBLISH of %d bytes, over the %d its %s holds" % (
-        _packet(n), _packet(len(b) - _HEAD), "slot" if qos else "buffer"))
-
-
 def publish(topic, payload, props):
     """TypeError naming the publish() argument of a type it does not take."""
     for name, v, ok in (("topic", topic, (str, bytes, bytearray, memoryview)),
@@ -141,7 +129,7 @@ def reason(e):
 
 
 def payload(c, topic, payload, props, qos, room):
-    """ValueError for a PUBLISH of the prototype lite.Publisher c that did
+    """ValueError for a PUBLISH of client c (lite.core.publish()) that did
     not fit its image of room bytes."""
     n = 2 + len(topic.encode() if type(topic) is str else topic) + (2 if qos else 0)
     n += len(payload.encode() if type(payload) is str else payload)
