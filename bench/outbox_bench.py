@@ -66,8 +66,8 @@ def main():
         ("heap held by `import frugalmqtt.outbox` (.mpy %d B)" % sizes["outbox"], "%d B" % imp),
         ("heap of one Outbox (16 KB file) on a default session (8 x 256 B slots, 8 inbound)",
          "%d B" % inst),
-        ("heap held by importing the telemetry profile (telem, alias, lite, core, outbox, "
-         "liteprops; .mpy %d B)" % sum(sizes[m] for m in ("__init__", "err", "core", "lite",
+        ("heap held by importing the telemetry profile (telem, alias, lite, outbox, "
+         "liteprops; .mpy %d B)" % sum(sizes[m] for m in ("__init__", "err", "lite",
                                                          "liteprops", "alias", "outbox",
                                                          "telem")), "%d B" % telem),
         ("48-byte QoS 1 / QoS 2 messages a 16 KB file holds (offline)",
