@@ -173,7 +173,6 @@ class MQTTClient:
         if timeout is not None:
             c.state[_TMO] = int(timeout * 1000)
         c.own = 0
-        self._q = []
         self._done = {}
         return 1 if self._call(c.connect, clean_session) else 0
 
@@ -310,9 +309,14 @@ class MQTTClient:
         self._live()
         q = self._q
         c = self._c
-        f = c.state[_T] if self._call(c.poll, 0 if q else timeout_ms) else 0
-        while q:
-            topic, msg, f = q.pop(0)
-            if self.cb:
-                self.cb(topic, msg)
+        try:
+            f = c.state[_T] if self._call(c.poll, 0 if q else timeout_ms) else 0
+        finally:
+            # the messages read before a lost link too, then its OSError:
+            # acknowledged, they come from nobody again (umqtt.simple hands
+            # each message over as it reads it)
+            while q:
+                topic, msg, f = q.pop(0)
+                if self.cb:
+                    self.cb(topic, msg)
         return f

@@ -300,6 +300,33 @@ def robust_restart(host, port, tag, version=4):
     return {"restart": restart, "logged": logged, "got": _text(got)}
 
 
+def last_message(host, link_port, broker_port, tag, version=4):
+    """A QoS 1 message the client reads together with the end of its link
+    (the host's link cuts right after forwarding it): the callback has it
+    before wait_msg() raises OSError, and it is not lost when the program
+    connects again, as umqtt.simple hands each message over as it reads it.
+    It was acknowledged: with a clean session nobody sends it again."""
+    base = tag.encode()
+    got = []
+    c = MQTTClient(tag + "-l", host, link_port, version=version)
+    c.set_callback(lambda t, m: got.append((t, m)))
+    c.connect()
+    c.subscribe(base + b"/last", 1)
+    p = MQTTClient(tag + "-p", host, broker_port, version=version)
+    p.connect()
+    p.publish(base + b"/last", b"last", qos=1)
+    p.disconnect()
+    time.sleep(0.5)  # the message and the link's end wait in the socket together
+    try:
+        c.wait_msg()
+    except OSError:
+        got.append(("OSError", ""))
+    c.connect()  # as a umqtt program does after an OSError
+    c.check_msg()
+    c.disconnect()
+    return {"got": _text(got)}
+
+
 def big_messages(host, port, tag, version=4):
     """Messages over the facade's buffers at every QoS, both versions: out
     from the caller's buffer (QoS 2 through PUBREC/PUBREL/PUBCOMP), in
