@@ -45,13 +45,12 @@ def test_tls_from_ssl_params_in_every_profile(runtime, version, mosquitto, certs
     tag = _tag("t", runtime, version)
     obs = Observer(b, tag + "/#", version)  # on the plain listener
     try:
-        done = [run_check(runtime, "connect_checks", "tls", b.host, port, tag, version,
-                          str(certs / "ca.crt"), str(certs / "ca.der"), str(certs / "other.crt"),
-                          p)["done"] for p in PROFILES]
+        r = run_check(runtime, "connect_checks", "tls", b.host, port, tag, version,
+                      str(certs / "ca.crt"), str(certs / "ca.der"), str(certs / "other.crt"))
         msgs = obs.wait(lambda ms: len(ms) >= 3 * len(PROFILES), "every TLS publish")
     finally:
         obs.stop()
-    assert done == list(PROFILES)
+    assert r["done"] == list(PROFILES)
     pem, other = (certs / "ca.crt").read_bytes(), (certs / "other.crt").read_bytes()
     der = (certs / "ca.der").read_bytes()
     sizes = [(b"%d" % len(x), 1) for x in (pem, pem + other, der)]
