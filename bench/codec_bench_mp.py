@@ -3,14 +3,15 @@
 # bench/run.py runs it under both and parses the "@@RESULT" lines.
 # session.Session is the full client's engine without a driver (the core with
 # receiving and aliases): packets go to a stream that drops them, and the
-# server's packets are put in its receive buffer as a driver frames them.
+# server's packets are put in its receive buffer (data, the first byte in
+# state[_T]) as a driver frames them.
 #
 # Operations (MQTT 5, protocol level 5; topic b"sensors/dev1/temp", 32-byte
 # payload, one user property ("unit", "C") built once with props.build()):
 #   publish_q0: Session.publish() at QoS 0: the PUBLISH encoded and written
 #   publish_q1_acked: a QoS 1 publish (stored in a slot, written), then its
-#     PUBACK handled (packet(): the slot freed)
-#   receive_q1: a QoS 1 PUBLISH from the server handled (packet(): parsed,
+#     PUBACK handled (input(): the slot freed)
+#   receive_q1: a QoS 1 PUBLISH from the server handled (input(): parsed,
 #     properties checked, on_message called, PUBACK written)
 #
 # Rate: best of REPEATS timed loops of N calls (loop overhead included).
@@ -58,6 +59,8 @@ for a in sys.argv[1:]:
 TOPIC = b"sensors/dev1/temp"
 PAYLOAD = b"0123456789abcdef0123456789abcdef"
 PROPS = P.build([(P.USER_PROPERTY, ("unit", "C"))])
+_QUOTA = 1  # lite.py's state[...] indices: the server's quota (0: not up)
+_T = 14  # ... the first byte of the packet in data
 
 
 class Sink:
@@ -85,13 +88,13 @@ class Count:
 SINK = Sink()
 S = session.Session("bench", 5, slots=4, slot_size=128, max_packet=256, tx_size=256)
 S.begin(SINK, True)
-S.rx[0:3] = b"\x00\x00\x00"  # CONNACK: no session, accepted, no properties
-S.first = 0x20
-S.packet(3)
+S.data[0:3] = b"\x00\x00\x00"  # CONNACK: no session, accepted, no properties
+S.state[_T] = 0x20
+S.input(3)
 RX = Count()
 S.on_message = RX.cb
 
-# The server's QoS 1 PUBLISH body (what a driver frames into rx): topic,
+# The server's QoS 1 PUBLISH body (what a driver frames into data): topic,
 # packet id 1234, the property block, the payload
 _t = len(TOPIC).to_bytes(2, "big") + TOPIC + (1234).to_bytes(2, "big")
 INBOUND = _t + bytes([len(PROPS)]) + PROPS + PAYLOAD
@@ -100,7 +103,7 @@ PUBACK = b"\x00\x00"  # the body of the PUBACK for the packet id, set per call
 
 def check():
     """The session is up and every operation does what its name says."""
-    assert S.up
+    assert S.state[_QUOTA]
     S.publish(TOPIC, PAYLOAD, 0, False, PROPS)
     assert SINK.n == 64, SINK.n  # 2-byte header, 62-byte body
     pid = S.publish(TOPIC, PAYLOAD, 1, False, PROPS)
@@ -112,16 +115,16 @@ def check():
 
 
 def ack(pid):
-    r = S.rx
+    r = S.data
     r[0] = pid >> 8
     r[1] = pid & 0xFF
-    S.first = 0x40
-    S.packet(2)
+    S.state[_T] = 0x40
+    S.input(2)
 
 
 def load_inbound():
-    """Put the server's PUBLISH in rx (byte by byte: a slice would allocate)."""
-    r = S.rx
+    """Put the server's PUBLISH in data (byte by byte: a slice would allocate)."""
+    r = S.data
     b = INBOUND
     for i in range(len(b)):
         r[i] = b[i]
@@ -129,13 +132,13 @@ def load_inbound():
 
 def receive():
     load_inbound()
-    S.first = 0x32
-    S.packet(len(INBOUND))
+    S.state[_T] = 0x32
+    S.input(len(INBOUND))
 
 
 # Bound methods made once (making one allocates)
 PUBLISH = S.publish
-HANDLE = S.packet
+HANDLE = S.input
 
 
 # One loop per operation, with the call spelled out (a generic fn(*args)
@@ -157,25 +160,27 @@ def loop_publish_q1_acked(n):
     topic = TOPIC
     payload = PAYLOAD
     props = PROPS
-    r = S.rx
+    r = S.data
+    a = S.state
     handle = HANDLE
     t0 = now()
     for _ in range(n):
         pid = pub(topic, payload, 1, False, props)
         r[0] = pid >> 8
         r[1] = pid & 0xFF
-        S.first = 0x40
+        a[_T] = 0x40
         handle(2)
     return elapsed_us(t0)
 
 
 def loop_receive_q1(n):
-    load_inbound()  # packet() leaves rx as it was
+    load_inbound()  # input() leaves data as it was
     k = len(INBOUND)
+    a = S.state
     handle = HANDLE
     t0 = now()
     for _ in range(n):
-        S.first = 0x32
+        a[_T] = 0x32
         handle(k)
     return elapsed_us(t0)
 
