@@ -266,7 +266,9 @@ def machine_facts(micropython, mpy_cross, mosquitto):
         pass
     mosq = sh([mosquitto, "-h"]).splitlines()
     git = sh(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
-    dirty = sh(["git", "-C", str(REPO), "status", "--porcelain", "--", "firmware", "bench"])
+    # (bench/results/ aside: make bench writes one file after another there)
+    dirty = sh(["git", "-C", str(REPO), "status", "--porcelain", "--", "firmware", "bench",
+                ":!bench/results"])
     return [
         ("Machine", platform.node() + virt),
         ("CPU", "%s (%s%s)" % (cpu.group(1).strip() if cpu else platform.processor() or "?",
